@@ -1,0 +1,57 @@
+package store
+
+import "errors"
+
+// Errors returned when a store is created or opened.
+var (
+	// ErrStoreInUse is returned by Open when another process holds the
+	// store's lock; the message names that process's pid.
+	ErrStoreInUse = errors.New("store is in use")
+	// ErrNotStore is returned by Open when the directory has no index.
+	ErrNotStore = errors.New("not a templatefs store")
+	// ErrSchemaUnknown is returned by Open when the index carries no schema
+	// identity, or one other than SchemaIdentity.
+	ErrSchemaUnknown = errors.New("unknown store schema")
+	// ErrSchemaUnversioned is returned by Open when the identity is present
+	// but the version row is missing or malformed.
+	ErrSchemaUnversioned = errors.New("store schema has no version")
+	// ErrSchemaTooOld is returned by Open when the schema version is older
+	// than SchemaVersion.
+	ErrSchemaTooOld = errors.New("store schema is older than this build")
+	// ErrSchemaTooNew is returned by Open when the schema version is newer
+	// than SchemaVersion.
+	ErrSchemaTooNew = errors.New("store schema is newer than this build")
+	// ErrUnsafePath is returned by Init and Open when a path in the store is
+	// a symbolic link, is owned by another user, or is group- or
+	// world-writable. The message names the path.
+	ErrUnsafePath = errors.New("unsafe store path")
+	// ErrExists is returned by Init when the directory already holds a store
+	// or other files.
+	ErrExists = errors.New("already exists")
+)
+
+// Errors returned by publication.
+var (
+	// ErrCapture is returned by Publish when the capture directory or its
+	// manifest is refused; the wrapped chain carries the manifest package's
+	// sentinel (for example manifest.ErrUnexpectedArtifact).
+	ErrCapture = errors.New("capture refused")
+)
+
+// Errors returned by lookups, leases and tombstones.
+var (
+	// ErrNotFound is returned when a generation, key or lease does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalidID is returned when a generation ID, key ID or clone ID is
+	// malformed (see ParseGenerationID, ValidateCloneID).
+	ErrInvalidID = errors.New("invalid identifier")
+	// ErrTombstoned is returned by AcquireLease when the generation is
+	// tombstoned: no new leases are granted on it.
+	ErrTombstoned = errors.New("generation is tombstoned")
+	// ErrLeaseConflict is returned by AcquireLease when the clone ID already
+	// holds a lease on another generation.
+	ErrLeaseConflict = errors.New("clone already holds a lease on another generation")
+	// ErrNotTombstoned is returned by Lift when the generation is not
+	// tombstoned.
+	ErrNotTombstoned = errors.New("generation is not tombstoned")
+)

@@ -1,0 +1,62 @@
+package store
+
+import (
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// HostFacts are the host identity and clocks that a v6 time contract is
+// anchored on (openvmm-snapshot-format.md §3.1, fields 6 to 10).
+type HostFacts struct {
+	HostID      [16]byte  // /etc/machine-id, 32 hex digits as 16 bytes
+	BootID      [16]byte  // /proc/sys/kernel/random/boot_id, a UUID as 16 bytes
+	HostClock   string    // "linux-boottime"
+	MonotonicNs uint64    // CLOCK_BOOTTIME in nanoseconds
+	UTC         time.Time // wall clock
+}
+
+// ReadHostFacts reads this host's facts. The monotonic value is the
+// midpoint of two CLOCK_BOOTTIME reads around the UTC read, as OpenVMM's
+// capture anchor does (§3.1). Errors name the file that could not be read
+// or parsed.
+func ReadHostFacts() (HostFacts, error) {
+	f := HostFacts{HostClock: "linux-boottime"}
+	var err error
+	if f.HostID, err = readHex16("/etc/machine-id"); err != nil {
+		return f, err
+	}
+	if f.BootID, err = readHex16("/proc/sys/kernel/random/boot_id"); err != nil {
+		return f, err
+	}
+	var a, b unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &a); err != nil {
+		return f, fmt.Errorf("CLOCK_BOOTTIME: %w", err)
+	}
+	f.UTC = time.Now().UTC()
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &b); err != nil {
+		return f, fmt.Errorf("CLOCK_BOOTTIME: %w", err)
+	}
+	f.MonotonicNs = uint64(a.Nano()+b.Nano()) / 2
+	return f, nil
+}
+
+// readHex16 reads a file holding 32 hex digits, dashes allowed (a UUID).
+func readHex16(path string) ([16]byte, error) {
+	var out [16]byte
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return out, err
+	}
+	s := strings.ReplaceAll(strings.TrimSpace(string(data)), "-", "")
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 16 {
+		return out, fmt.Errorf("%s: want 32 hex digits, found %q", path, s)
+	}
+	copy(out[:], b)
+	return out, nil
+}

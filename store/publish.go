@@ -1,0 +1,231 @@
+package store
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
+
+	"templatefs/store/manifest"
+	"templatefs/store/templatekey"
+)
+
+// Publish turns the capture in captureDir into a new generation under the
+// compatibility key derived from class and the capture's manifest. The
+// procedure follows openvmm-snapshot-format.md §6, with the bbolt commit as
+// the last step:
+//
+//  1. open and validate the capture (manifest.OpenCapture): bounded
+//     manifest, exact entry set, sizes equal to the manifest's;
+//  2. reserve the publication ID in its own committed transaction, so an ID
+//     is never handed out twice even if this call dies;
+//  3. copy every artifact into staging/<gen>/, writing only data extents
+//     (holes stay holes) while computing SHA-256; fsync each file and the
+//     directory;
+//  4. rename staging/<gen> to payload/<gen> (RENAME_NOREPLACE) and fsync
+//     both parents;
+//  5. commit the generation record, its key and index rows in one
+//     transaction.
+//
+// A crash before step 5 leaves no record; Open removes the leftovers. It
+// returns ErrCapture (wrapping the manifest package's sentinel) for a
+// refused capture, and the templatekey error for a refused class.
+func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation, error) {
+	c, err := manifest.OpenCapture(captureDir)
+	if err != nil {
+		return Generation{}, fmt.Errorf("publish %s: %w: %w", captureDir, ErrCapture, err)
+	}
+	defer c.Close()
+	key, err := templatekey.New(class, c.Manifest)
+	if err != nil {
+		return Generation{}, fmt.Errorf("publish %s: %w", captureDir, err)
+	}
+	keyID := key.ID()
+
+	var id GenerationID
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		n, err := tx.Bucket(bucketGenerations).NextSequence()
+		id = GenerationID(n)
+		return err
+	}); err != nil {
+		return Generation{}, fmt.Errorf("publish %s: reserve publication ID: %w", captureDir, err)
+	}
+	failpoint("publish-reserved")
+
+	g := Generation{
+		ID:              id,
+		KeyID:           keyID,
+		State:           Published,
+		ManifestVersion: c.Manifest.Version,
+		CaptureTime:     captureTime(c.Manifest),
+	}
+	staging := filepath.Join(s.dir, StagingDir, id.String())
+	if err := os.Mkdir(staging, 0o700); err != nil {
+		return Generation{}, fmt.Errorf("publish %s: %w", captureDir, err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			os.RemoveAll(staging)
+		}
+	}()
+	for _, f := range c.Files {
+		digest, err := copyArtifact(filepath.Join(staging, f.Name), f.File, f.Size)
+		if err != nil {
+			return Generation{}, fmt.Errorf("publish %s: %s: %w", captureDir, f.Name, err)
+		}
+		g.Artifacts = append(g.Artifacts, Artifact{Name: f.Name, Size: f.Size, SHA256: digest})
+		failpoint("publish-copied-" + f.Name)
+	}
+	if err := syncDir(staging); err != nil {
+		return Generation{}, fmt.Errorf("publish %s: %w", captureDir, err)
+	}
+	final := filepath.Join(s.dir, PayloadDir, id.String())
+	if err := unix.Renameat2(unix.AT_FDCWD, staging, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE); err != nil {
+		return Generation{}, fmt.Errorf("publish %s: rename %s to %s: %w", captureDir, staging, final, err)
+	}
+	committed = true // staging is gone; a failure below leaves an orphan that Open removes
+	for _, d := range []string{filepath.Join(s.dir, StagingDir), filepath.Join(s.dir, PayloadDir)} {
+		if err := syncDir(d); err != nil {
+			return Generation{}, fmt.Errorf("publish %s: %w", captureDir, err)
+		}
+	}
+	failpoint("publish-renamed")
+
+	g.PublishedAt = s.now().UTC()
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		keys := tx.Bucket(bucketKeys)
+		if keys.Get([]byte(keyID)) == nil {
+			seq, err := keys.NextSequence()
+			if err != nil {
+				return err
+			}
+			rec := KeyRecord{ID: keyID, Seq: seq, Canonical: key.Text(), CreatedAt: g.PublishedAt}
+			if err := putJSON(keys, []byte(keyID), rec); err != nil {
+				return err
+			}
+		}
+		kg, err := tx.Bucket(bucketKeyGenerations).CreateBucketIfNotExists([]byte(keyID))
+		if err != nil {
+			return err
+		}
+		if err := kg.Put(genKey(id), nil); err != nil {
+			return err
+		}
+		return putJSON(tx.Bucket(bucketGenerations), genKey(id), g)
+	})
+	if err != nil {
+		return Generation{}, fmt.Errorf("publish %s: commit generation %s: %w", captureDir, id, err)
+	}
+	s.log.Info("published generation", "generation", id.String(), "key", keyID, "capture", captureDir)
+	return g, nil
+}
+
+// captureTime is the capture's own clock: the v6 time contract's UTC
+// anchor, else the v5 capture wall clock, else created_at.
+func captureTime(m *manifest.Manifest) time.Time {
+	if c := m.Contract; c != nil {
+		if c.Time != nil {
+			return time.Unix(0, int64(c.Time.CaptureUTCNs)).UTC()
+		}
+		if ts := c.CaptureWallClock; ts.Seconds != 0 || ts.Nanos != 0 {
+			return time.Unix(ts.Seconds, int64(ts.Nanos)).UTC()
+		}
+	}
+	return time.Unix(m.CreatedAt.Seconds, int64(m.CreatedAt.Nanos)).UTC()
+}
+
+// copyArtifact creates dst (exclusively, mode 0400) as a copy of the first
+// size bytes of src, fsyncs it and returns the lowercase hex SHA-256 of
+// those bytes. Only data extents (SEEK_DATA/SEEK_HOLE) are read, and of
+// those only blocks that are not all zero are written, so a sparse source
+// (or a dense one full of zeros) costs disk in proportion to its data.
+func copyArtifact(dst string, src *os.File, size int64) (string, error) {
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o400)
+	if err != nil {
+		return "", err
+	}
+	defer out.Close()
+	h := sha256.New()
+	if err := copySparse(out, src, size, h); err != nil {
+		return "", err
+	}
+	if fi, err := src.Stat(); err != nil || fi.Size() != size {
+		return "", fmt.Errorf("source changed size during copy (want %d bytes): %v", size, err)
+	}
+	if err := out.Sync(); err != nil {
+		return "", err
+	}
+	if err := out.Close(); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+const copyBlock = 1 << 20
+
+var zeroBlock = make([]byte, copyBlock)
+
+func copySparse(out, src *os.File, size int64, h hash.Hash) error {
+	if err := out.Truncate(size); err != nil {
+		return err
+	}
+	buf := make([]byte, copyBlock)
+	for off := int64(0); off < size; {
+		data, hole := nextExtent(src, off, size)
+		hashZeros(h, data-off)
+		for p := data; p < hole; {
+			n := int(min(int64(len(buf)), hole-p))
+			if _, err := src.ReadAt(buf[:n], p); err != nil {
+				if errors.Is(err, io.EOF) {
+					return fmt.Errorf("source is shorter than %d bytes", size)
+				}
+				return err
+			}
+			h.Write(buf[:n])
+			if !bytes.Equal(buf[:n], zeroBlock[:n]) {
+				if _, err := out.WriteAt(buf[:n], p); err != nil {
+					return err
+				}
+			}
+			p += int64(n)
+		}
+		off = hole
+	}
+	return nil
+}
+
+// nextExtent returns the next data extent [data, hole) at or after off,
+// clipped to size. With no data left it returns (size, size). A file
+// system without SEEK_DATA support is treated as all data.
+func nextExtent(f *os.File, off, size int64) (data, hole int64) {
+	data, err := f.Seek(off, unix.SEEK_DATA)
+	switch {
+	case errors.Is(err, unix.ENXIO) || err == nil && data >= size:
+		return size, size
+	case err != nil:
+		return off, size
+	}
+	hole, err = f.Seek(data, unix.SEEK_HOLE)
+	if err != nil || hole > size {
+		hole = size
+	}
+	return data, hole
+}
+
+func hashZeros(h hash.Hash, n int64) {
+	for n > 0 {
+		k := min(n, int64(len(zeroBlock)))
+		h.Write(zeroBlock[:k])
+		n -= k
+	}
+}

@@ -1,0 +1,177 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
+)
+
+func getGeneration(tx *bolt.Tx, id GenerationID) (Generation, error) {
+	var g Generation
+	found, err := getJSON(tx.Bucket(bucketGenerations), genKey(id), &g)
+	if err == nil && !found {
+		err = fmt.Errorf("generation %s: %w", id, ErrNotFound)
+	}
+	return g, err
+}
+
+// Generation returns the record of generation id, or ErrNotFound.
+func (s *Store) Generation(id GenerationID) (Generation, error) {
+	var g Generation
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		g, err = getGeneration(tx, id)
+		return err
+	})
+	return g, err
+}
+
+// Generations returns every generation record, oldest first.
+func (s *Store) Generations() ([]Generation, error) {
+	var out []Generation
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketGenerations)
+		return b.ForEach(func(k, _ []byte) error {
+			var g Generation
+			if _, err := getJSON(b, k, &g); err != nil {
+				return err
+			}
+			out = append(out, g)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Key returns the record of key keyID, or ErrNotFound (ErrInvalidID for a
+// malformed ID).
+func (s *Store) Key(keyID string) (KeyRecord, error) {
+	if err := ValidateKeyID(keyID); err != nil {
+		return KeyRecord{}, err
+	}
+	var k KeyRecord
+	err := s.db.View(func(tx *bolt.Tx) error {
+		found, err := getJSON(tx.Bucket(bucketKeys), []byte(keyID), &k)
+		if err == nil && !found {
+			err = fmt.Errorf("key %s: %w", keyID, ErrNotFound)
+		}
+		return err
+	})
+	return k, err
+}
+
+// Keys returns every key record, ordered by key ID.
+func (s *Store) Keys() ([]KeyRecord, error) {
+	var out []KeyRecord
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketKeys)
+		return b.ForEach(func(k, _ []byte) error {
+			var rec KeyRecord
+			if _, err := getJSON(b, k, &rec); err != nil {
+				return err
+			}
+			out = append(out, rec)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// KeyGenerations returns the IDs of the generations published under keyID,
+// newest first, in any state. Errors: ErrInvalidID, ErrNotFound.
+func (s *Store) KeyGenerations(keyID string) ([]GenerationID, error) {
+	if err := ValidateKeyID(keyID); err != nil {
+		return nil, err
+	}
+	var out []GenerationID
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketKeyGenerations).Bucket([]byte(keyID))
+		if b == nil {
+			return fmt.Errorf("key %s: %w", keyID, ErrNotFound)
+		}
+		c := b.Cursor()
+		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+			out = append(out, GenerationID(binary.BigEndian.Uint64(k)))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Lease returns the lease of cloneID, or ErrNotFound (ErrInvalidID for a
+// malformed clone ID).
+func (s *Store) Lease(cloneID string) (Lease, error) {
+	if err := ValidateCloneID(cloneID); err != nil {
+		return Lease{}, err
+	}
+	var l Lease
+	err := s.db.View(func(tx *bolt.Tx) error {
+		found, err := getJSON(tx.Bucket(bucketLeases), []byte(cloneID), &l)
+		if err == nil && !found {
+			err = fmt.Errorf("lease %q: %w", cloneID, ErrNotFound)
+		}
+		return err
+	})
+	return l, err
+}
+
+// Leases returns every lease, ordered by clone ID.
+func (s *Store) Leases() ([]Lease, error) {
+	var out []Lease
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLeases)
+		return b.ForEach(func(k, _ []byte) error {
+			var l Lease
+			if _, err := getJSON(b, k, &l); err != nil {
+				return err
+			}
+			out = append(out, l)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// GenerationLeases returns the leases held on generation gen, ordered by
+// clone ID. A generation without leases gives an empty list; an unknown
+// generation gives ErrNotFound.
+func (s *Store) GenerationLeases(gen GenerationID) ([]Lease, error) {
+	var out []Lease
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if _, err := getGeneration(tx, gen); err != nil {
+			return err
+		}
+		gl := tx.Bucket(bucketGenerationLeases).Bucket(genKey(gen))
+		if gl == nil {
+			return nil
+		}
+		leases := tx.Bucket(bucketLeases)
+		return gl.ForEach(func(k, _ []byte) error {
+			var l Lease
+			if _, err := getJSON(leases, k, &l); err != nil {
+				return err
+			}
+			out = append(out, l)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// OpenPayload opens artifact name of generation gen read-only (O_NOFOLLOW).
+// The caller closes the file. Errors: ErrNotFound for an unknown generation
+// or artifact; the open error otherwise.
+func (s *Store) OpenPayload(gen GenerationID, name string) (*os.File, error) {
+	g, err := s.Generation(gen)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := g.Artifact(name); !ok {
+		return nil, fmt.Errorf("generation %s has no artifact %q: %w", gen, name, ErrNotFound)
+	}
+	return os.OpenFile(filepath.Join(s.dir, PayloadDir, gen.String(), name), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+}

@@ -1,0 +1,93 @@
+package store
+
+import "time"
+
+// GenerationState is the lifecycle state of a generation.
+type GenerationState string
+
+const (
+	// Published: leases may be acquired.
+	Published GenerationState = "published"
+	// Tombstoned: quarantined; no new leases, granted leases keep working.
+	Tombstoned GenerationState = "tombstoned"
+)
+
+// Artifact describes one payload file of a generation.
+type Artifact struct {
+	Name   string `json:"name"`   // manifest.bin, state.bin, memory.bin or scratch.img
+	Size   int64  `json:"size"`   // logical length in bytes
+	SHA256 string `json:"sha256"` // lowercase hex SHA-256 of all Size bytes, holes read as zero
+}
+
+// Tombstone records who quarantined a generation and when.
+type Tombstone struct {
+	At  time.Time `json:"at"`
+	UID uint32    `json:"uid"` // the caller's user ID
+}
+
+// Generation is the index record of one published capture. Records are
+// returned by value; callers may keep them.
+type Generation struct {
+	ID              GenerationID    `json:"id"`
+	KeyID           string          `json:"key_id"` // 64 lowercase hex digits
+	State           GenerationState `json:"state"`
+	PublishedAt     time.Time       `json:"published_at"`
+	Tombstone       *Tombstone      `json:"tombstone,omitempty"`
+	ManifestVersion uint32          `json:"manifest_version"` // 5 or 6
+	// CaptureTime is the capture's own clock: the v6 time contract's UTC
+	// anchor, or the v5 capture wall clock (created_at for a standard
+	// machine). Capture metadata, not part of the key.
+	CaptureTime time.Time  `json:"capture_time"`
+	Artifacts   []Artifact `json:"artifacts"` // manifest.bin first, then as the manifest lists them
+}
+
+// Artifact returns the named artifact record and whether it exists.
+func (g *Generation) Artifact(name string) (Artifact, bool) {
+	for _, a := range g.Artifacts {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return Artifact{}, false
+}
+
+// KeyRecord is a compatibility key known to the store.
+type KeyRecord struct {
+	ID        string    `json:"id"`        // 64 lowercase hex digits
+	Seq       uint64    `json:"seq"`       // order of first use in this store, from 1; stable, usable as an inode source
+	Canonical string    `json:"canonical"` // the canonical key text (templatekey.Key.Text)
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// LeaseState is the lifecycle state of a lease.
+type LeaseState string
+
+// Reserved: durable before the clone exists; not yet bound to a process.
+const Reserved LeaseState = "reserved"
+
+// Lease binds one clone to one generation until the clone has verifiably
+// exited. It never expires by timeout.
+type Lease struct {
+	CloneID    string       `json:"clone_id"`
+	Generation GenerationID `json:"generation"`
+	KeyID      string       `json:"key_id"`
+	// Seq is a store-wide, strictly increasing number assigned when the
+	// lease is acquired (a fencing token, like Chubby's sequencer); it is
+	// also the lease's stable inode source.
+	Seq       uint64     `json:"seq"`
+	LaunchID  string     `json:"launch_id"` // 16 random bytes, lowercase hex
+	CreatedAt time.Time  `json:"created_at"`
+	State     LeaseState `json:"state"`
+}
+
+// Info summarises a store for MNT/store.
+type Info struct {
+	StoreID        string    // 16 random bytes made at Init, lowercase hex
+	SchemaIdentity string    // SchemaIdentity
+	SchemaVersion  uint32    // SchemaVersion
+	CreatedAt      time.Time // when Init ran
+	Generations    int       // all generations, any state
+	Tombstoned     int       // of which tombstoned
+	Keys           int
+	Leases         int
+}

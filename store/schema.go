@@ -1,0 +1,75 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The index is one bbolt file. Its bucket tree:
+//
+//	meta/
+//	  identity      "templatefs-store"            (SchemaIdentity)
+//	  version       <uint32 big-endian>          (SchemaVersion)
+//	  store_id      <16 random bytes>
+//	  created       <RFC 3339 UTC text>
+//	generations/    sequence = last publication ID handed out
+//	  <gen uint64 BE>  <JSON Generation>
+//	keys/
+//	  <key ID hex>     <JSON KeyRecord>
+//	key_generations/
+//	  <key ID hex>/
+//	    <gen uint64 BE>  ""
+//	leases/         sequence = last lease sequence number handed out
+//	  <clone ID>       <JSON Lease>
+//	generation_leases/
+//	  <gen uint64 BE>/
+//	    <clone ID>     ""
+//
+// Open reads meta/identity and meta/version before any other row.
+var (
+	bucketMeta             = []byte("meta")
+	bucketGenerations      = []byte("generations")
+	bucketKeys             = []byte("keys")
+	bucketKeyGenerations   = []byte("key_generations")
+	bucketLeases           = []byte("leases")
+	bucketGenerationLeases = []byte("generation_leases")
+
+	keyIdentity = []byte("identity")
+	keyVersion  = []byte("version")
+	keyStoreID  = []byte("store_id")
+	keyCreated  = []byte("created")
+)
+
+// SchemaIdentity names the index format; an index without it, or with
+// another, is refused by Open (seed rule: fail closed on unknown metadata).
+const SchemaIdentity = "templatefs-store"
+
+// SchemaVersion is the index layout this build reads and writes. Open
+// refuses any other version, older or newer, naming both.
+const SchemaVersion uint32 = 1
+
+func genKey(id GenerationID) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(id))
+}
+
+func putJSON(b *bolt.Bucket, key []byte, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, data)
+}
+
+func getJSON(b *bolt.Bucket, key []byte, v any) (bool, error) {
+	data := b.Get(key)
+	if data == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return true, fmt.Errorf("decode index record %q: %w", key, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,312 @@
+package store
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofrs/flock"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Names inside a store directory.
+const (
+	IndexFile  = "index.db" // the bbolt index
+	PayloadDir = "payload"  // payload/<gen>/<artifact>, immutable once renamed in
+	StagingDir = "staging"  // publication work area, emptied at Open
+	LockFile   = "lock"     // flock target; holds the owner's pid as text
+)
+
+// Options tunes a Store. The zero value is ready to use.
+type Options struct {
+	// Logger receives recovery and refusal lines; nil means slog.Default().
+	Logger *slog.Logger
+	// Now returns the current time for record timestamps; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is an open template store. It is safe for concurrent use by
+// multiple goroutines; bbolt serialises writers. A call that returns nil
+// after changing state has fsynced every payload file and directory it
+// wrote and committed its bbolt transaction: the change survives SIGKILL
+// and power loss. A call that returns an error leaves the index unchanged.
+type Store struct {
+	dir  string
+	db   *bolt.DB
+	lock *flock.Flock
+	log  *slog.Logger
+	now  func() time.Time
+	uid  int
+}
+
+// Init creates a new, empty store in dir: the directory itself (mode 0700)
+// if missing, the payload and staging areas, and an index holding the
+// schema identity, version and a random 128-bit store ID. dir must be
+// missing or empty. It returns ErrExists if dir holds anything, and
+// ErrUnsafePath if dir is a symbolic link or is not private to the caller.
+func Init(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("init store %s: %w", dir, err)
+	}
+	if err := checkPrivate(dir, os.Geteuid()); err != nil {
+		return fmt.Errorf("init store: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("init store %s: %w", dir, err)
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("init store %s: directory is not empty (holds %q): %w", dir, entries[0].Name(), ErrExists)
+	}
+	for _, sub := range []string{PayloadDir, StagingDir} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
+			return fmt.Errorf("init store: %w", err)
+		}
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return fmt.Errorf("init store: store ID: %w", err)
+	}
+	db, err := bolt.Open(filepath.Join(dir, IndexFile), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("init store %s: %w", filepath.Join(dir, IndexFile), err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucket(bucketMeta)
+		if err != nil {
+			return err
+		}
+		for _, kv := range [][2][]byte{
+			{keyIdentity, []byte(SchemaIdentity)},
+			{keyVersion, binary.BigEndian.AppendUint32(nil, SchemaVersion)},
+			{keyStoreID, id[:]},
+			{keyCreated, []byte(time.Now().UTC().Format(time.RFC3339Nano))},
+		} {
+			if err := meta.Put(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		for _, b := range [][]byte{bucketGenerations, bucketKeys, bucketKeyGenerations, bucketLeases, bucketGenerationLeases} {
+			if _, err := tx.CreateBucket(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("init store %s: %w", dir, err)
+	}
+	return syncDir(dir)
+}
+
+// Open opens the store in dir for exclusive use by this process. It
+// checks, in order: that every path in the store is private to the caller
+// and no symbolic link (ErrUnsafePath), that no other process holds the
+// lock (ErrStoreInUse, naming its pid), and that the index carries
+// SchemaIdentity and SchemaVersion (ErrNotStore, ErrSchemaUnknown,
+// ErrSchemaUnversioned, ErrSchemaTooOld, ErrSchemaTooNew, each naming what
+// was found). It then removes publication leftovers: everything in
+// staging/ and payload directories with no generation record.
+func Open(dir string, opts Options) (*Store, error) {
+	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, uid: os.Geteuid()}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if err := checkTree(dir, s.uid); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, IndexFile)); err != nil {
+		return nil, fmt.Errorf("open store %s: no %s: %w", dir, IndexFile, ErrNotStore)
+	}
+	s.lock = flock.New(filepath.Join(dir, LockFile), flock.SetPermissions(0o600))
+	locked, err := s.lock.TryLock()
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: lock: %w", dir, err)
+	}
+	if !locked {
+		owner, _ := os.ReadFile(filepath.Join(dir, LockFile))
+		return nil, fmt.Errorf("open store %s: %w by pid %s", dir, ErrStoreInUse, strings.TrimSpace(string(owner)))
+	}
+	if err := os.WriteFile(filepath.Join(dir, LockFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		s.lock.Close()
+		return nil, fmt.Errorf("open store %s: record lock owner: %w", dir, err)
+	}
+	s.db, err = bolt.Open(filepath.Join(dir, IndexFile), 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true})
+	if err != nil {
+		s.lock.Close()
+		return nil, fmt.Errorf("open store %s: %w", filepath.Join(dir, IndexFile), err)
+	}
+	if err := s.db.View(checkSchema); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	if err := s.recover(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open store %s: recover: %w", dir, err)
+	}
+	return s, nil
+}
+
+// checkSchema reads meta/identity and meta/version before any other row.
+func checkSchema(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return fmt.Errorf("index has no %q bucket: %w", bucketMeta, ErrSchemaUnknown)
+	}
+	identity := meta.Get(keyIdentity)
+	if identity == nil {
+		return fmt.Errorf("index has no schema identity: %w", ErrSchemaUnknown)
+	}
+	if !bytes.Equal(identity, []byte(SchemaIdentity)) {
+		return fmt.Errorf("schema identity %q, want %q: %w", identity, SchemaIdentity, ErrSchemaUnknown)
+	}
+	v := meta.Get(keyVersion)
+	if len(v) != 4 {
+		return fmt.Errorf("schema %q version row is %d bytes, want 4: %w", identity, len(v), ErrSchemaUnversioned)
+	}
+	switch version := binary.BigEndian.Uint32(v); {
+	case version < SchemaVersion:
+		return fmt.Errorf("schema %q version %d, this build reads %d: %w", identity, version, SchemaVersion, ErrSchemaTooOld)
+	case version > SchemaVersion:
+		return fmt.Errorf("schema %q version %d, this build reads %d: %w", identity, version, SchemaVersion, ErrSchemaTooNew)
+	}
+	for _, b := range [][]byte{bucketGenerations, bucketKeys, bucketKeyGenerations, bucketLeases, bucketGenerationLeases} {
+		if tx.Bucket(b) == nil {
+			return fmt.Errorf("schema %q version %d lacks bucket %q: %w", identity, SchemaVersion, b, ErrSchemaUnknown)
+		}
+	}
+	if len(meta.Get(keyStoreID)) != 16 {
+		return fmt.Errorf("store ID is %d bytes, want 16: %w", len(meta.Get(keyStoreID)), ErrSchemaUnknown)
+	}
+	return nil
+}
+
+// recover removes what a crashed publication left: every entry of
+// staging/, and every payload directory whose generation has no record
+// (its ID was reserved but the record never committed; IDs are not reused).
+func (s *Store) recover() error {
+	staging := filepath.Join(s.dir, StagingDir)
+	entries, err := os.ReadDir(staging)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		s.log.Info("removing publication leftover", "path", filepath.Join(staging, e.Name()))
+		if err := os.RemoveAll(filepath.Join(staging, e.Name())); err != nil {
+			return err
+		}
+	}
+	if len(entries) > 0 {
+		if err := syncDir(staging); err != nil {
+			return err
+		}
+	}
+	payload := filepath.Join(s.dir, PayloadDir)
+	entries, err = os.ReadDir(payload)
+	if err != nil {
+		return err
+	}
+	removed := false
+	for _, e := range entries {
+		id, err := ParseGenerationID(e.Name())
+		known := false
+		if err == nil {
+			if err := s.db.View(func(tx *bolt.Tx) error {
+				known = tx.Bucket(bucketGenerations).Get(genKey(id)) != nil
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		if !known {
+			s.log.Info("removing orphaned payload", "path", filepath.Join(payload, e.Name()))
+			if err := os.RemoveAll(filepath.Join(payload, e.Name())); err != nil {
+				return err
+			}
+			removed = true
+		}
+	}
+	if removed {
+		return syncDir(payload)
+	}
+	return nil
+}
+
+// Close releases the index and the lock. The Store must not be used after.
+func (s *Store) Close() error {
+	var err error
+	if s.db != nil {
+		err = s.db.Close()
+	}
+	if s.lock != nil {
+		if lerr := s.lock.Close(); err == nil {
+			err = lerr
+		}
+	}
+	return err
+}
+
+// Dir returns the store directory as given to Open.
+func (s *Store) Dir() string { return s.dir }
+
+// OwnerUID returns the user ID that owns the store (the opening user).
+func (s *Store) OwnerUID() int { return s.uid }
+
+// Info returns the store's identity and record counts from one read
+// transaction.
+func (s *Store) Info() (Info, error) {
+	var info Info
+	err := s.db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		info.StoreID = hex.EncodeToString(meta.Get(keyStoreID))
+		info.SchemaIdentity = string(meta.Get(keyIdentity))
+		info.SchemaVersion = binary.BigEndian.Uint32(meta.Get(keyVersion))
+		info.CreatedAt, _ = time.Parse(time.RFC3339Nano, string(meta.Get(keyCreated)))
+		info.Keys = tx.Bucket(bucketKeys).Stats().KeyN
+		info.Leases = tx.Bucket(bucketLeases).Stats().KeyN
+		return tx.Bucket(bucketGenerations).ForEach(func(k, v []byte) error {
+			var g Generation
+			if _, err := getJSON(tx.Bucket(bucketGenerations), k, &g); err != nil {
+				return err
+			}
+			info.Generations++
+			if g.State == Tombstoned {
+				info.Tombstoned++
+			}
+			return nil
+		})
+	})
+	return info, err
+}
+
+// syncDir fsyncs a directory so that entries created, renamed or removed
+// in it are durable.
+func syncDir(path string) error {
+	d, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync directory %s: %w", path, err)
+	}
+	return nil
+}
