@@ -30,6 +30,15 @@ var (
 	ErrExists = errors.New("already exists")
 )
 
+// Errors returned by settings.
+var (
+	// ErrInvalidSettings is returned by SetSettings and InitWithSettings
+	// for a restore window outside (0, MaxRestoreWindow], and by Open,
+	// Settings and eligibility decisions when the stored settings row is
+	// malformed or names an unknown field.
+	ErrInvalidSettings = errors.New("invalid store settings")
+)
+
 // Errors returned by publication.
 var (
 	// ErrCapture is returned by Publish when the capture directory or its
@@ -51,7 +60,34 @@ var (
 	// ErrLeaseConflict is returned by AcquireLease when the clone ID already
 	// holds a lease on another generation.
 	ErrLeaseConflict = errors.New("clone already holds a lease on another generation")
-	// ErrNotTombstoned is returned by Lift when the generation is not
-	// tombstoned.
+	// ErrNotTombstoned is returned by Retire when the generation is
+	// published: only a tombstoned generation may be retired.
 	ErrNotTombstoned = errors.New("generation is not tombstoned")
+	// ErrRetiring is returned by Lift, AcquireLease and AcquireLeaseByKey
+	// when the generation is retiring: it is past quarantine.
+	ErrRetiring = errors.New("generation is retiring")
+	// ErrIneligible is returned by AcquireLease and AcquireLeaseByKey when
+	// the generation (or every generation of the key) is outside its
+	// restore window or refused by the store's policy; the message gives
+	// the reason, as Eligibility.Reason does.
+	ErrIneligible = errors.New("ineligible")
+	// ErrLeaseBound is returned by BindLease when the lease is already
+	// bound to another process.
+	ErrLeaseBound = errors.New("lease is bound to another process")
+	// ErrNoProcess is returned by BindLease when no process has the PID,
+	// the PID names a thread that is not a thread-group leader, or the
+	// process has already exited.
+	ErrNoProcess = errors.New("no such process")
+	// ErrProcessAlive is returned by ReleaseLease when the lease's bound
+	// process is still running; the lease stays.
+	ErrProcessAlive = errors.New("bound process is alive")
+	// ErrProcessUninspectable is returned by BindLease, ReleaseLease and
+	// KillLease when the process exists but the daemon may not read its
+	// identity (for example /proc mounted with hidepid), so its exit
+	// cannot be verified; the lease stays.
+	ErrProcessUninspectable = errors.New("process cannot be inspected")
+	// ErrTeardownFailed is returned by KillLease when the bound process
+	// could not be signalled or was still there when the bounded wait
+	// ended; the lease stays in state TeardownFailed.
+	ErrTeardownFailed = errors.New("forced teardown failed")
 )

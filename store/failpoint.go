@@ -10,7 +10,12 @@ import (
 // reaching that point. Crash tests set it on a real templatefs process and
 // then check that reopening the store recovers. Names in use:
 // publish-reserved, publish-copied-<artifact>, publish-renamed,
-// lease-committed, tombstone-committed.
+// lease-committed (AcquireLease, AcquireLeaseByKey), tombstone-committed,
+// lift-committed, retire-intent-committed, retire-record-deleted,
+// retire-payload-deleted, settings-committed, repair-index-committed,
+// bind-committed, release-marked (Releasing committed, exit not yet
+// checked), release-committed, kill-signalled (after SIGKILL and the
+// bounded wait, before the release).
 const FailpointEnv = "TEMPLATEFS_FAILPOINT"
 
 var armedFailpoint = os.Getenv(FailpointEnv)

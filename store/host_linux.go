@@ -10,16 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// HostFacts are the host identity and clocks that a v6 time contract is
-// anchored on (openvmm-snapshot-format.md §3.1, fields 6 to 10).
-type HostFacts struct {
-	HostID      [16]byte  // /etc/machine-id, 32 hex digits as 16 bytes
-	BootID      [16]byte  // /proc/sys/kernel/random/boot_id, a UUID as 16 bytes
-	HostClock   string    // "linux-boottime"
-	MonotonicNs uint64    // CLOCK_BOOTTIME in nanoseconds
-	UTC         time.Time // wall clock
-}
-
 // ReadHostFacts reads this host's facts. The monotonic value is the
 // midpoint of two CLOCK_BOOTTIME reads around the UTC read, as OpenVMM's
 // capture anchor does (§3.1). Errors name the file that could not be read

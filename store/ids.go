@@ -66,3 +66,17 @@ func ValidateKeyID(s string) error {
 	}
 	return nil
 }
+
+// MarshalText renders the ID as String does, so JSON records and lease
+// files show "g000042", the name seen in the mount.
+func (id GenerationID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
+
+// UnmarshalText parses the form MarshalText writes (see ParseGenerationID).
+func (id *GenerationID) UnmarshalText(b []byte) error {
+	v, err := ParseGenerationID(string(b))
+	if err != nil {
+		return err
+	}
+	*id = v
+	return nil
+}

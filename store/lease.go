@@ -1,8 +1,6 @@
 package store
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -14,25 +12,28 @@ import (
 var errUnchanged = errors.New("unchanged")
 
 // AcquireLease grants clone cloneID a lease on generation gen in one bbolt
-// transaction: it checks that the generation exists and is not tombstoned,
-// assigns the next fencing sequence number and a random 16-byte launch ID,
-// and commits the record in state Reserved before returning. created
-// reports whether this call made the lease: a retry with the same clone ID
-// and generation returns the existing lease unchanged (created false), even
-// if the generation has been tombstoned since. Errors: ErrInvalidID (clone
-// ID, see ValidateCloneID), ErrNotFound (generation), ErrLeaseConflict (the
-// clone holds a lease on another generation), ErrTombstoned.
+// transaction: it checks that the generation exists, is published and is
+// eligible (Eligibility, from host facts read just before the
+// transaction), assigns the next fencing sequence number and a random
+// 16-byte launch ID, and commits the record in state Reserved before
+// returning. created reports whether this call made the lease: a retry
+// with the same clone ID and generation returns the existing lease
+// unchanged (created false), even if the generation has since been
+// tombstoned or become ineligible. Errors: ErrInvalidID (clone ID, see
+// ValidateCloneID), ErrNotFound (generation), ErrLeaseConflict (the clone
+// holds a lease on another generation), ErrTombstoned, ErrRetiring,
+// ErrIneligible (the message gives the reason), the host's read error.
 func (s *Store) AcquireLease(gen GenerationID, cloneID string) (lease Lease, created bool, err error) {
 	if err := ValidateCloneID(cloneID); err != nil {
 		return Lease{}, false, err
 	}
-	var launch [16]byte
-	if _, err := rand.Read(launch[:]); err != nil {
+	launch, err := newLaunchID()
+	if err != nil {
 		return Lease{}, false, err
 	}
+	facts, factsErr := s.host.Facts()
 	err = s.db.Update(func(tx *bolt.Tx) error {
-		leases := tx.Bucket(bucketLeases)
-		found, err := getJSON(leases, []byte(cloneID), &lease)
+		found, err := getJSON(tx.Bucket(bucketLeases), []byte(cloneID), &lease)
 		if err != nil {
 			return err
 		}
@@ -46,30 +47,11 @@ func (s *Store) AcquireLease(gen GenerationID, cloneID string) (lease Lease, cre
 		if err != nil {
 			return err
 		}
-		if g.State != Published {
-			return fmt.Errorf("lease %q on generation %s: %w", cloneID, gen, ErrTombstoned)
+		if err := checkEligible(tx, g, facts, factsErr); err != nil {
+			return fmt.Errorf("lease %q: %w", cloneID, err)
 		}
-		seq, err := leases.NextSequence()
-		if err != nil {
-			return err
-		}
-		lease = Lease{
-			CloneID:    cloneID,
-			Generation: gen,
-			KeyID:      g.KeyID,
-			Seq:        seq,
-			LaunchID:   hex.EncodeToString(launch[:]),
-			CreatedAt:  s.now().UTC(),
-			State:      Reserved,
-		}
-		if err := putJSON(leases, []byte(cloneID), lease); err != nil {
-			return err
-		}
-		gl, err := tx.Bucket(bucketGenerationLeases).CreateBucketIfNotExists(genKey(gen))
-		if err != nil {
-			return err
-		}
-		return gl.Put([]byte(cloneID), nil)
+		lease, err = s.grantLease(tx, g, cloneID, launch)
+		return err
 	})
 	switch {
 	case errors.Is(err, errUnchanged):
@@ -82,43 +64,69 @@ func (s *Store) AcquireLease(gen GenerationID, cloneID string) (lease Lease, cre
 	return lease, true, nil
 }
 
-// ReleaseLease removes the lease of cloneID. A lease in state Reserved was
-// never bound to a process, so its clone has verifiably not started and the
-// release is immediate. Errors: ErrInvalidID, ErrNotFound.
+// ReleaseLease removes the lease of cloneID once its clone has verifiably
+// exited; a lease never expires by timeout. A Reserved lease was never
+// bound, so its clone never started: it is deleted at once. Any other is
+// first durably marked Releasing, then its process is checked
+// (Processes.Check):
+//
+//   - exited, PID reused by another process, or an earlier boot: the
+//     lease record and its generation index row are deleted in one
+//     transaction;
+//   - alive: the previous state is restored (Bound, or TeardownFailed) so
+//     the record does not claim a release in progress, and
+//     ErrProcessAlive is returned;
+//   - uninspectable: likewise restored, ErrProcessUninspectable.
+//
+// A lease found Releasing (the daemon died during a release) is left so
+// by Open and checked again by the next ReleaseLease or KillLease.
+// After a removal it lets a retiring generation that no longer holds
+// leases be deleted (afterLeaseRemoved). Errors: ErrInvalidID,
+// ErrNotFound, ErrProcessAlive, ErrProcessUninspectable, or the check's
+// own error (state restored).
 func (s *Store) ReleaseLease(cloneID string) error {
 	if err := ValidateCloneID(cloneID); err != nil {
 		return err
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		leases := tx.Bucket(bucketLeases)
-		var lease Lease
-		found, err := getJSON(leases, []byte(cloneID), &lease)
-		if err != nil {
-			return err
-		}
-		if !found {
-			return fmt.Errorf("lease %q: %w", cloneID, ErrNotFound)
-		}
-		if err := leases.Delete([]byte(cloneID)); err != nil {
-			return err
-		}
-		if gl := tx.Bucket(bucketGenerationLeases).Bucket(genKey(lease.Generation)); gl != nil {
-			return gl.Delete([]byte(cloneID))
-		}
-		return nil
-	})
+	lease, prior, released, err := s.beginRelease(cloneID)
 	if err != nil {
-		return err
+		return fmt.Errorf("release lease %q: %w", cloneID, err)
 	}
-	s.log.Info("lease released", "clone", cloneID)
-	return nil
+	if released {
+		failpoint("release-committed")
+		s.log.Info("lease released", "clone", cloneID, "seq", lease.Seq, "state", Reserved)
+		s.afterLeaseRemoved(lease.Generation)
+		return nil
+	}
+	failpoint("release-marked")
+	verdict, err := s.procs.Check(*lease.Process)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("check %v: %w", *lease.Process, err)
+	case verdict == ProcessAlive:
+		err = fmt.Errorf("%v: %w", *lease.Process, ErrProcessAlive)
+	case verdict == ProcessUninspectable:
+		err = fmt.Errorf("%v: %w", *lease.Process, ErrProcessUninspectable)
+	default:
+		if err := s.finishRelease(lease); err != nil {
+			return fmt.Errorf("release lease %q: %w", cloneID, err)
+		}
+		failpoint("release-committed")
+		s.log.Info("lease released", "clone", cloneID, "seq", lease.Seq, "verdict", verdict.String(), "process", lease.Process.String())
+		s.afterLeaseRemoved(lease.Generation)
+		return nil
+	}
+	if rerr := s.casLeaseState(lease, Releasing, prior); rerr != nil {
+		return fmt.Errorf("release lease %q: %w (restoring state %s: %v)", cloneID, err, prior, rerr)
+	}
+	return fmt.Errorf("release lease %q: %w", cloneID, err)
 }
 
 // Tombstone quarantines generation gen: in one transaction it sets the
 // state to Tombstoned and records the time and the caller's uid. New
 // leases are refused from then on; granted leases keep working. It is
-// idempotent: tombstoning a tombstoned generation returns its record
-// unchanged. Errors: ErrNotFound.
+// idempotent: tombstoning a tombstoned or retiring generation returns its
+// record unchanged. Errors: ErrNotFound.
 func (s *Store) Tombstone(gen GenerationID, uid uint32) (Generation, error) {
 	var g Generation
 	err := s.db.Update(func(tx *bolt.Tx) error {
@@ -126,7 +134,7 @@ func (s *Store) Tombstone(gen GenerationID, uid uint32) (Generation, error) {
 		if g, err = getGeneration(tx, gen); err != nil {
 			return err
 		}
-		if g.State == Tombstoned {
+		if g.State != Published {
 			return errUnchanged
 		}
 		g.State = Tombstoned

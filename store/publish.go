@@ -59,6 +59,8 @@ func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation
 	}); err != nil {
 		return Generation{}, fmt.Errorf("publish %s: reserve publication ID: %w", captureDir, err)
 	}
+	s.beginPublication(id)
+	defer s.endPublication(id)
 	failpoint("publish-reserved")
 
 	g := Generation{
@@ -67,6 +69,7 @@ func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation
 		State:           Published,
 		ManifestVersion: c.Manifest.Version,
 		CaptureTime:     captureTime(c.Manifest),
+		Anchors:         anchorsOf(c.Manifest),
 	}
 	staging := filepath.Join(s.dir, StagingDir, id.String())
 	if err := os.Mkdir(staging, 0o700); err != nil {

@@ -6,9 +6,11 @@ import "time"
 type GenerationState string
 
 const (
-	// Published: leases may be acquired.
+	// Published: leases may be acquired while the generation is eligible
+	// (Store.Eligibility).
 	Published GenerationState = "published"
 	// Tombstoned: quarantined; no new leases, granted leases keep working.
+	// Lift returns it to Published; Retire moves it on to Retiring.
 	Tombstoned GenerationState = "tombstoned"
 )
 
@@ -28,7 +30,7 @@ type Tombstone struct {
 // Generation is the index record of one published capture. Records are
 // returned by value; callers may keep them.
 type Generation struct {
-	ID              GenerationID    `json:"id"`
+	ID              GenerationID    `json:"id"`     // the store generation (publication ID)
 	KeyID           string          `json:"key_id"` // 64 lowercase hex digits
 	State           GenerationState `json:"state"`
 	PublishedAt     time.Time       `json:"published_at"`
@@ -39,6 +41,11 @@ type Generation struct {
 	// machine). Capture metadata, not part of the key.
 	CaptureTime time.Time  `json:"capture_time"`
 	Artifacts   []Artifact `json:"artifacts"` // manifest.bin first, then as the manifest lists them
+	// Anchors are the capture's time anchors, from which eligibility is
+	// computed (Store.Eligibility).
+	Anchors TimeAnchors `json:"anchors"`
+	// Retirement is set when the generation enters state Retiring.
+	Retirement *RetirementIntent `json:"retirement,omitempty"`
 }
 
 // Artifact returns the named artifact record and whether it exists.
@@ -62,14 +69,32 @@ type KeyRecord struct {
 // LeaseState is the lifecycle state of a lease.
 type LeaseState string
 
-// Reserved: durable before the clone exists; not yet bound to a process.
-const Reserved LeaseState = "reserved"
+// Lease states. A lease moves Reserved -> Bound (BindLease) and leaves the
+// index when its clone has verifiably exited (ReleaseLease, KillLease);
+// there is no expiry. Releasing and TeardownFailed return to Bound or
+// stay as they are; see ReleaseLease and KillLease.
+const (
+	// Reserved: durable before the clone exists; not yet bound to a
+	// process. Releasing it needs no check: its clone never started.
+	Reserved LeaseState = "reserved"
+	// Bound: bound to the process in Lease.Process; released only once
+	// that process has verifiably exited.
+	Bound LeaseState = "bound"
+	// Releasing: a release was durably begun and the exit check has not
+	// ended (it is running, or the daemon died during it); the next
+	// release verifies again.
+	Releasing LeaseState = "releasing"
+	// TeardownFailed: KillLease sent SIGKILL and the process was still
+	// there when the bounded wait ended. The lease stays until a release
+	// verifies exit.
+	TeardownFailed LeaseState = "teardown-failed"
+)
 
 // Lease binds one clone to one generation until the clone has verifiably
 // exited. It never expires by timeout.
 type Lease struct {
 	CloneID    string       `json:"clone_id"`
-	Generation GenerationID `json:"generation"`
+	Generation GenerationID `json:"store_generation"` // the store generation (publication ID)
 	KeyID      string       `json:"key_id"`
 	// Seq is a store-wide, strictly increasing number assigned when the
 	// lease is acquired (a fencing token, like Chubby's sequencer); it is
@@ -78,6 +103,14 @@ type Lease struct {
 	LaunchID  string     `json:"launch_id"` // 16 random bytes, lowercase hex
 	CreatedAt time.Time  `json:"created_at"`
 	State     LeaseState `json:"state"`
+	// Process is the process the lease is bound to: nil while Reserved,
+	// set by BindLease and kept until the lease is released.
+	Process *ProcessIdentity `json:"process,omitempty"`
+	// BoundAt is when BindLease bound the lease; zero while Reserved.
+	BoundAt time.Time `json:"bound_at,omitzero"`
+	// UpdatedAt is when State last changed; zero until the first change
+	// after acquisition (CreatedAt).
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
 
 // Info summarises a store for MNT/store.
@@ -88,6 +121,8 @@ type Info struct {
 	CreatedAt      time.Time // when Init ran
 	Generations    int       // all generations, any state
 	Tombstoned     int       // of which tombstoned
+	Retiring       int       // of which retiring
 	Keys           int
 	Leases         int
+	Settings       Settings // the eligibility policy (Store.Settings)
 }

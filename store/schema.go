@@ -15,8 +15,9 @@ import (
 //	  version       <uint32 big-endian>          (SchemaVersion)
 //	  store_id      <16 random bytes>
 //	  created       <RFC 3339 UTC text>
+//	  settings      <JSON Settings>              (optional; absent = DefaultSettings)
 //	generations/    sequence = last publication ID handed out
-//	  <gen uint64 BE>  <JSON Generation>
+//	  <gen uint64 BE>  <JSON Generation>         (a retired generation's row is deleted)
 //	keys/
 //	  <key ID hex>     <JSON KeyRecord>
 //	key_generations/
@@ -41,6 +42,7 @@ var (
 	keyVersion  = []byte("version")
 	keyStoreID  = []byte("store_id")
 	keyCreated  = []byte("created")
+	keySettings = []byte("settings")
 )
 
 // SchemaIdentity names the index format; an index without it, or with

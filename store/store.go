@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -32,6 +33,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Now returns the current time for record timestamps; nil means time.Now.
 	Now func() time.Time
+	// Processes identifies, checks and kills the processes leases are
+	// bound to; nil means the host's (pidfds on Linux). Tests inject
+	// outcomes that real processes cannot produce.
+	Processes Processes
+	// Host reads the host identity and clocks that eligibility depends
+	// on; nil means this host (ReadHostFacts). Tests pass fixtures.
+	Host Host
 }
 
 // Store is an open template store. It is safe for concurrent use by
@@ -46,6 +54,16 @@ type Store struct {
 	log  *slog.Logger
 	now  func() time.Time
 	uid  int
+
+	procs Processes
+	host  Host
+
+	// maint serialises retirement deletions with Check, so Check never
+	// sees a generation half deleted.
+	maint sync.Mutex
+	// pubMu guards publishing: the IDs of publications in progress.
+	pubMu      sync.Mutex
+	publishing map[GenerationID]bool
 }
 
 // Init creates a new, empty store in dir: the directory itself (mode 0700)
@@ -53,7 +71,11 @@ type Store struct {
 // schema identity, version and a random 128-bit store ID. dir must be
 // missing or empty. It returns ErrExists if dir holds anything, and
 // ErrUnsafePath if dir is a symbolic link or is not private to the caller.
-func Init(dir string) error {
+// The store starts with DefaultSettings (see InitWithSettings).
+func Init(dir string) error { return initStore(dir, nil) }
+
+// initStore is Init, also writing set into meta/settings when not nil.
+func initStore(dir string, set *Settings) error {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("init store %s: %w", dir, err)
 	}
@@ -95,6 +117,11 @@ func Init(dir string) error {
 				return err
 			}
 		}
+		if set != nil {
+			if err := writeSettings(tx, *set); err != nil {
+				return err
+			}
+		}
 		for _, b := range [][]byte{bucketGenerations, bucketKeys, bucketKeyGenerations, bucketLeases, bucketGenerationLeases} {
 			if _, err := tx.CreateBucket(b); err != nil {
 				return err
@@ -117,15 +144,24 @@ func Init(dir string) error {
 // lock (ErrStoreInUse, naming its pid), and that the index carries
 // SchemaIdentity and SchemaVersion (ErrNotStore, ErrSchemaUnknown,
 // ErrSchemaUnversioned, ErrSchemaTooOld, ErrSchemaTooNew, each naming what
-// was found). It then removes publication leftovers: everything in
-// staging/ and payload directories with no generation record.
+// was found) and valid settings (ErrInvalidSettings). It then removes
+// publication leftovers (everything in staging/ and payload directories
+// with no generation record) and finishes retirements a crash interrupted
+// (Retire).
 func Open(dir string, opts Options) (*Store, error) {
-	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, uid: os.Geteuid()}
+	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, uid: os.Geteuid(), procs: opts.Processes}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.procs == nil {
+		s.procs = hostProcesses()
+	}
+	s.host = opts.Host
+	if s.host == nil {
+		s.host = HostFunc(ReadHostFacts)
 	}
 	if err := checkTree(dir, s.uid); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -151,13 +187,23 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.lock.Close()
 		return nil, fmt.Errorf("open store %s: %w", filepath.Join(dir, IndexFile), err)
 	}
-	if err := s.db.View(checkSchema); err != nil {
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		if err := checkSchema(tx); err != nil {
+			return err
+		}
+		_, err := readSettings(tx)
+		return err
+	}); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	if err := s.recover(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store %s: recover: %w", dir, err)
+	}
+	if err := s.resumeRetirements(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open store %s: resume retirements: %w", dir, err)
 	}
 	return s, nil
 }
@@ -279,14 +325,21 @@ func (s *Store) Info() (Info, error) {
 		info.CreatedAt, _ = time.Parse(time.RFC3339Nano, string(meta.Get(keyCreated)))
 		info.Keys = tx.Bucket(bucketKeys).Stats().KeyN
 		info.Leases = tx.Bucket(bucketLeases).Stats().KeyN
+		var err error
+		if info.Settings, err = readSettings(tx); err != nil {
+			return err
+		}
 		return tx.Bucket(bucketGenerations).ForEach(func(k, v []byte) error {
 			var g Generation
 			if _, err := getJSON(tx.Bucket(bucketGenerations), k, &g); err != nil {
 				return err
 			}
 			info.Generations++
-			if g.State == Tombstoned {
+			switch g.State {
+			case Tombstoned:
 				info.Tombstoned++
+			case Retiring:
+				info.Retiring++
 			}
 			return nil
 		})

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"templatefs/internal/sample"
+	"templatefs/store"
+	"templatefs/store/manifest"
+	"templatefs/store/templatekey"
+)
+
+func runInit(args []string, stdout io.Writer) error {
+	pos, err := parseFlags(flag.NewFlagSet("init", flag.ContinueOnError), args, 1)
+	if err != nil {
+		return err
+	}
+	if err := store.Init(pos[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "initialised store %s\n", pos[0])
+	return nil
+}
+
+// sampleStateSize is the length of a sample capture's state.bin.
+const sampleStateSize = 64 << 10
+
+func runSampleCapture(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("sample-capture", flag.ContinueOnError)
+	version := fs.Uint("version", 6, "manifest version: 6 (time contract) or 5 (capture wall clock only)")
+	memory := fs.String("memory", "256MiB", "logical size of the sparse memory.bin")
+	pos, err := parseFlags(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	if *version != 5 && *version != 6 {
+		return usagef("--version %d: want 5 or 6", *version)
+	}
+	size, err := parseSize(*memory)
+	if err != nil {
+		return err
+	}
+	if size%4096 != 0 {
+		return usagef("--memory %s: want a multiple of 4096 bytes (the page size)", *memory)
+	}
+	out := pos[0]
+	if err := writeSample(out, uint32(*version), size, 1); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote capture %s and class %s\n", filepath.Join(out, "capture"), filepath.Join(out, "class.json"))
+	return nil
+}
+
+// writeSample writes OUTDIR/capture/ anchored on this host's facts now, and
+// OUTDIR/class.json.
+func writeSample(out string, version uint32, memory uint64, seed uint64) error {
+	host, err := store.ReadHostFacts()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o700); err != nil {
+		return err
+	}
+	o := manifest.SampleOptions{
+		Version:            version,
+		MemorySizeBytes:    memory,
+		StateSizeBytes:     sampleStateSize,
+		VPCount:            2,
+		CaptureUTC:         host.UTC,
+		CaptureMonotonicNs: host.MonotonicNs,
+		HostID:             host.HostID,
+		BootID:             host.BootID,
+		HostClock:          host.HostClock,
+	}
+	if err := sample.WriteCapture(filepath.Join(out, "capture"), o, seed); err != nil {
+		return err
+	}
+	return sample.WriteClass(filepath.Join(out, "class.json"))
+}
+
+func runPublish(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
+	classPath := fs.String("class", "", "capture class JSON file (required)")
+	pos, err := parseFlags(fs, args, 2)
+	if err != nil {
+		return err
+	}
+	if *classPath == "" {
+		return usagef("--class is required")
+	}
+	class, err := readClass(*classPath)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(pos[0], store.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	g, err := st.Publish(pos[1], class)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "key %s\n%s\n", g.KeyID, g.ID)
+	return st.Close()
+}
+
+func readClass(path string) (*templatekey.Class, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	c, err := templatekey.DecodeClass(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,46 @@
+//go:build linux
+
+package fs
+
+import (
+	"syscall"
+
+	"templatefs/leasefs"
+)
+
+// toSyscall maps a leasefs.Errno to the Linux errno by name. The switch is
+// exhaustive over leasefs.Errnos (errno_test.go checks it); a value it does
+// not know is EIO.
+func toSyscall(e leasefs.Errno) syscall.Errno {
+	switch e {
+	case leasefs.OK:
+		return 0
+	case leasefs.ENOENT:
+		return syscall.ENOENT
+	case leasefs.EEXIST:
+		return syscall.EEXIST
+	case leasefs.EPERM:
+		return syscall.EPERM
+	case leasefs.EACCES:
+		return syscall.EACCES
+	case leasefs.EINVAL:
+		return syscall.EINVAL
+	case leasefs.EBUSY:
+		return syscall.EBUSY
+	case leasefs.EROFS:
+		return syscall.EROFS
+	case leasefs.ENOTDIR:
+		return syscall.ENOTDIR
+	case leasefs.EISDIR:
+		return syscall.EISDIR
+	case leasefs.EOVERFLOW:
+		return syscall.EOVERFLOW
+	case leasefs.EIO:
+		return syscall.EIO
+	}
+	return syscall.EIO
+}
+
+// errnoOf maps a leasefs error for an operation that changes nothing
+// (lookup, getattr, readdir, read-only open): no log line unless EIO.
+func errnoOf(err error) syscall.Errno { return toSyscall(leasefs.ToErrno(err)) }

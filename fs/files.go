@@ -1,0 +1,62 @@
+//go:build linux
+
+package fs
+
+import (
+	"context"
+	"syscall"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// payloadFile serves a payload from its backing file, opened O_RDONLY by
+// store.OpenPayload. It forwards only the reading operations of
+// LoopbackFile: no Write, Setattr, Allocate or Ioctl reaches the backing
+// file (node.Write and node.Setattr answer those), and since the fd is
+// read-only the kernel refuses a writable shared mapping itself.
+type payloadFile struct {
+	lf *fusefs.LoopbackFile
+}
+
+// Read returns the backing fd and range (fuse.ReadResultFd: splice, no copy).
+var _ = (fusefs.FileReader)((*payloadFile)(nil))
+
+func (p *payloadFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return p.lf.Read(ctx, dest, off)
+}
+
+// Lseek forwards SEEK_DATA/SEEK_HOLE so tools skip holes
+// (fuse-and-store-notes.md §D5).
+var _ = (fusefs.FileLseeker)((*payloadFile)(nil))
+
+func (p *payloadFile) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	return p.lf.Lseek(ctx, off, whence)
+}
+
+// PassthroughFd lets the kernel read the backing file directly when it
+// supports passthrough (Linux >= 6.9, CAP_SYS_ADMIN: §A1).
+var _ = (fusefs.FilePassthroughFder)((*payloadFile)(nil))
+
+func (p *payloadFile) PassthroughFd() (int, bool) { return p.lf.PassthroughFd() }
+
+// Release closes the backing file.
+var _ = (fusefs.FileReleaser)((*payloadFile)(nil))
+
+func (p *payloadFile) Release(ctx context.Context) syscall.Errno { return p.lf.Release(ctx) }
+
+// textFile serves the text rendered at open.
+type textFile struct {
+	data []byte
+}
+
+// Read serves from the snapshot; the file is opened with direct I/O.
+var _ = (fusefs.FileReader)((*textFile)(nil))
+
+func (t *textFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if off >= int64(len(t.data)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	end := min(int64(len(t.data)), off+int64(len(dest)))
+	return fuse.ReadResultData(t.data[off:end]), 0
+}

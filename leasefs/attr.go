@@ -1,0 +1,164 @@
+package leasefs
+
+import (
+	"fmt"
+	"io/fs"
+	"time"
+)
+
+// Modes of the tree: directories are read-only except the leases
+// directories (create acquires, unlink releases); lease files are 0644 so
+// a future issue can accept written values; everything else is 0444.
+const (
+	modeDir       = fs.ModeDir | 0o555
+	modeLeasesDir = fs.ModeDir | 0o755
+	modeText      = 0o444
+	modeLease     = 0o644
+	modePayload   = 0o444
+)
+
+// textBlksize is the st_blksize reported for everything but payload files.
+const textBlksize = 4096
+
+// Attr is what stat(2) reports for a node.
+type Attr struct {
+	Ino     uint64
+	Mode    fs.FileMode // fs.ModeDir or regular, plus permission bits
+	Nlink   uint32
+	Size    int64 // bytes; for text files the length of the rendered text
+	Blocks  int64 // 512-byte units allocated; payloads report the backing file's
+	Blksize int32 // preferred I/O size in bytes
+	UID     uint32
+	GID     uint32
+	Atime   time.Time
+	Mtime   time.Time
+	Ctime   time.Time
+}
+
+// Attr returns the node's attributes, read from the store now: sizes of
+// text files are the length of their rendered text, payload files report
+// the backing file's size, st_blocks and st_blksize (so sparse images
+// stay sparse for tar and backup tools, fuse-and-store-notes.md §D6), and
+// times come from the records, never from the backing files. Errors:
+// store.ErrNotFound when the node no longer exists, or the store's error.
+func (f *FS) Attr(n Node) (Attr, error) {
+	a := Attr{Ino: n.Ino(), Nlink: 1, Blksize: textBlksize, UID: f.uid, GID: f.gid}
+	a.setTimes(f.created, f.created)
+	var text []byte
+	switch n.kind {
+	case KindRoot:
+		a.Mode, a.Nlink = modeDir, 2+4 // keys, generations, leases, tombstones
+	case KindKeysDir, KindGenerationsDir, KindTombstonesDir:
+		info, err := f.st.Info()
+		if err != nil {
+			return Attr{}, err
+		}
+		subdirs := map[Kind]int{
+			KindKeysDir:        info.Keys,
+			KindGenerationsDir: info.Generations - info.Tombstoned - info.Retiring,
+			KindTombstonesDir:  info.Tombstoned + info.Retiring,
+		}[n.kind]
+		a.Mode, a.Nlink = modeDir, uint32(2+subdirs)
+	case KindLeasesDir:
+		a.Mode, a.Nlink = modeLeasesDir, 2
+	case KindStoreFile:
+		var err error
+		if text, err = f.renderStore(); err != nil {
+			return Attr{}, err
+		}
+		a.Mode = modeText
+	case KindKeyDir, KindKeyFile:
+		k, err := f.key(n)
+		if err != nil {
+			return Attr{}, err
+		}
+		a.setTimes(k.CreatedAt, k.CreatedAt)
+		a.Mode, a.Nlink = modeDir, 2
+		if n.kind == KindKeyFile {
+			a.Mode, a.Nlink, text = modeText, 1, []byte(k.Canonical)
+		}
+	case KindKeyGenerationsFile:
+		var newest time.Time
+		var err error
+		if text, newest, err = f.renderKeyGenerations(n); err != nil {
+			return Attr{}, err
+		}
+		a.setTimes(newest, newest)
+		a.Mode = modeText
+	case KindGenerationDir, KindManifestFile, KindStatusFile, KindPayloadDir, KindPayloadFile, KindGenerationLeasesDir:
+		return f.generationAttr(n, a)
+	case KindLeaseFile:
+		l, err := f.lease(n)
+		if err != nil {
+			return Attr{}, err
+		}
+		if text, err = renderLease(l); err != nil {
+			return Attr{}, err
+		}
+		a.setTimes(l.CreatedAt, l.CreatedAt)
+		a.Mode, a.Nlink = modeLease, 2 // generations/<gen>/leases/<id> and leases/<id>
+	default:
+		return Attr{}, fmt.Errorf("attr of %s: invalid node", n)
+	}
+	a.setText(text)
+	return a, nil
+}
+
+func (f *FS) generationAttr(n Node, a Attr) (Attr, error) {
+	g, err := f.st.Generation(n.Generation())
+	if err != nil {
+		return Attr{}, err
+	}
+	a.setTimes(g.PublishedAt, g.PublishedAt)
+	var text []byte
+	switch n.kind {
+	case KindGenerationDir:
+		a.Mode, a.Nlink = modeDir, 2+2 // payload, leases
+		if t := g.Tombstone; t != nil {
+			a.Ctime = t.At // the rename into tombstones/ changed it
+		}
+	case KindPayloadDir:
+		a.Mode, a.Nlink = modeDir, 2
+	case KindGenerationLeasesDir:
+		a.Mode, a.Nlink = modeLeasesDir, 2
+	case KindManifestFile:
+		if text, err = f.renderManifest(g.ID); err != nil {
+			return Attr{}, err
+		}
+		a.Mode = modeText
+	case KindStatusFile:
+		if text, err = f.renderStatus(g); err != nil {
+			return Attr{}, err
+		}
+		a.setTimes(stateChanged(g), stateChanged(g))
+		a.Mode = modeText
+	case KindPayloadFile:
+		file, err := f.st.OpenPayload(g.ID, n.name)
+		if err != nil {
+			return Attr{}, err
+		}
+		fi, err := file.Stat()
+		file.Close()
+		if err != nil {
+			return Attr{}, fmt.Errorf("stat generation %s payload %s: %w", g.ID, n.name, err)
+		}
+		a.Mode, a.Size = modePayload, fi.Size()
+		a.Blocks, a.Blksize = allocated(fi)
+		return a, nil
+	}
+	a.setText(text)
+	return a, nil
+}
+
+// setText sets size and blocks of a rendered file (no-op for directories).
+func (a *Attr) setText(text []byte) {
+	if a.Mode.IsDir() {
+		return
+	}
+	a.Size = int64(len(text))
+	a.Blocks = (a.Size + 511) / 512
+}
+
+func (a *Attr) setTimes(mtime, ctime time.Time) {
+	a.Atime, a.Mtime, a.Ctime = mtime, mtime, ctime
+}

@@ -1,0 +1,201 @@
+package leasefs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strings"
+
+	"templatefs/store"
+)
+
+// Errno is the platform-neutral errno an operation on the mount fails
+// with. Adapters map each value, by name, to their platform's number
+// (syscall.Errno in package fs, cgofuse's negative constants in winfsp).
+type Errno int
+
+// Errno values. Errno.Doc and docs/errno.md say what each means on the mount.
+const (
+	OK Errno = iota
+	ENOENT
+	EEXIST
+	EPERM
+	EACCES
+	EINVAL
+	EBUSY
+	EROFS
+	ENOTDIR
+	EISDIR
+	EOVERFLOW
+	EIO
+)
+
+var errnoNames = [...]string{
+	OK: "OK", ENOENT: "ENOENT", EEXIST: "EEXIST", EPERM: "EPERM", EACCES: "EACCES", EINVAL: "EINVAL", EBUSY: "EBUSY",
+	EROFS: "EROFS", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EOVERFLOW: "EOVERFLOW", EIO: "EIO",
+}
+
+// errnoDocs says what each Errno means on the mount.
+var errnoDocs = [...]string{
+	OK:        "success",
+	ENOENT:    "no such name: the generation, key or lease does not exist, or is not in this directory (a tombstoned generation under generations/, a published one under tombstones/, a lease of another generation)",
+	EEXIST:    "the name exists: O_EXCL create of an existing lease or file, mkdir/mknod/symlink/link of an existing name",
+	EPERM:     "the operation is not part of the tree's contract at that place, or the generation refuses new leases (tombstoned, retiring, or outside its restore window)",
+	EACCES:    "the daemon may not inspect the process a lease is bound to, so it cannot verify the exit a release needs",
+	EINVAL:    "a bad value: a lease name that is not a clone ID, or a write to a lease file",
+	EBUSY:     "the clone ID is already leased on another generation, or the lease's bound process is still running",
+	EROFS:     "the node is immutable: payloads, rendered files and fixed directories take no write-open, truncate, chmod, chown, utimes or xattr change",
+	ENOTDIR:   "a directory operation named a file",
+	EISDIR:    "a file operation named a directory",
+	EOVERFLOW: "an object number does not fit an inode number (above 2^56-1)",
+	EIO:       "an error without a row in the table (store I/O, a damaged index or payload); logged with its whole chain",
+}
+
+// String returns the errno's name, e.g. "EROFS".
+func (e Errno) String() string {
+	if e >= 0 && int(e) < len(errnoNames) {
+		return errnoNames[e]
+	}
+	return fmt.Sprintf("Errno(%d)", int(e))
+}
+
+// Doc returns one line saying what the errno means on the mount.
+func (e Errno) Doc() string {
+	if e >= 0 && int(e) < len(errnoDocs) {
+		return errnoDocs[e]
+	}
+	return ""
+}
+
+// Errnos returns every Errno value, OK first, so adapters can test that
+// their mapping is exhaustive.
+func Errnos() []Errno {
+	out := make([]Errno, len(errnoNames))
+	for i := range out {
+		out[i] = Errno(i)
+	}
+	return out
+}
+
+// ErrnoRow is one row of the error table: errors matching Err (errors.Is)
+// fail with Errno.
+type ErrnoRow struct {
+	Err    error
+	Name   string // how docs name Err, e.g. "store.ErrNotFound"
+	Errno  Errno
+	Reason string // when it happens, one line
+}
+
+// errnoTable is the one error table of templatefs, in match order. Choices
+// follow fuse-and-store-notes.md §C6: EEXIST for an existing lease, EPERM
+// (not EXDEV, so mv does not fall back to copy and delete) for renames
+// outside the one allowed transition and for a generation that refuses
+// new leases (a refusal per object), EROFS for immutable content, EINVAL
+// for bad values, EBUSY for an object held elsewhere or still in use.
+var errnoTable = []ErrnoRow{
+	{store.ErrNotFound, "store.ErrNotFound", ENOENT, "the generation, key or lease does not exist, or is not under this directory"},
+	{store.ErrInvalidID, "store.ErrInvalidID", EINVAL, "a created lease name is not a clone ID: 1 to 128 bytes of `[A-Za-z0-9._-]`, not starting with `.` or `-`"},
+	{store.ErrTombstoned, "store.ErrTombstoned", EPERM, "creating a lease on a tombstoned generation; granted leases keep working (fuse-and-store-notes.md §C6: a refusal per object)"},
+	{store.ErrRetiring, "store.ErrRetiring", EPERM, "creating a lease on a retiring generation (tombstoned, retirement recorded)"},
+	{store.ErrIneligible, "store.ErrIneligible", EPERM, "creating a lease on a generation outside its restore window or refused by the store's reboot/other-host policy; `status` gives the reason"},
+	{store.ErrLeaseConflict, "store.ErrLeaseConflict", EBUSY, "creating a lease whose clone ID already holds a lease on another generation"},
+	{store.ErrProcessAlive, "store.ErrProcessAlive", EBUSY, "removing a lease whose bound process is still running; the lease stays"},
+	{store.ErrProcessUninspectable, "store.ErrProcessUninspectable", EACCES, "removing a lease whose bound process exists but cannot be inspected (for example /proc with hidepid); the lease stays"},
+	{ErrExist, "leasefs.ErrExist", EEXIST, "O_EXCL create of an existing lease or file; mkdir, mknod, symlink or link of an existing name"},
+	{ErrReadOnly, "leasefs.ErrReadOnly", EROFS, "write-open, truncate, chmod, chown, utimes or xattr change of a payload, rendered file or fixed directory"},
+	{ErrNotPermitted, "leasefs.ErrNotPermitted", EPERM, "create outside `generations/<gen>/leases/`, mkdir, mknod, symlink, link, rmdir, unlink outside leases directories, rename other than `generations/<gen>` to `tombstones/<gen>`, non-time setattr or xattr change on lease nodes"},
+	{ErrBadWrite, "leasefs.ErrBadWrite", EINVAL, "write(2) to a lease file: no values are accepted yet"},
+	{ErrNotDir, "leasefs.ErrNotDir", ENOTDIR, "lookup, readdir or create below a file"},
+	{ErrIsDir, "leasefs.ErrIsDir", EISDIR, "open of a directory as a file"},
+	{ErrInoOverflow, "leasefs.ErrInoOverflow", EOVERFLOW, "generation ID or sequence number above 2^56-1 has no inode number"},
+	{fs.ErrInvalid, "fs.ErrInvalid", EINVAL, "a path given to Walk is not an io/fs path"},
+}
+
+// ErrnoTable returns a copy of the error table, in match order.
+func ErrnoTable() []ErrnoRow { return append([]ErrnoRow(nil), errnoTable...) }
+
+// match returns the errno of the first row err matches, and whether one did.
+func match(err error) (Errno, bool) {
+	if err == nil {
+		return OK, true
+	}
+	for _, r := range errnoTable {
+		if errors.Is(err, r.Err) {
+			return r.Errno, true
+		}
+	}
+	return EIO, false
+}
+
+// ToErrno maps err to an Errno: nil is OK, else the first row of the table
+// that errors.Is matches. An error without a row is EIO and is logged at
+// error level on slog.Default() with its whole chain.
+func ToErrno(err error) Errno {
+	e, ok := match(err)
+	if !ok {
+		slog.Error("unmapped error, answering EIO", "err", err.Error(), "chain", chain(err))
+	}
+	return e
+}
+
+// chain lists the dynamic type of every error in err's tree, depth first.
+func chain(err error) string {
+	var parts []string
+	var walk func(error)
+	walk = func(e error) {
+		parts = append(parts, fmt.Sprintf("%T", e))
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			if next := u.Unwrap(); next != nil {
+				walk(next)
+			}
+		case interface{ Unwrap() []error }:
+			for _, next := range u.Unwrap() {
+				walk(next)
+			}
+		}
+	}
+	walk(err)
+	return strings.Join(parts, " -> ")
+}
+
+// ErrnoMarkdown renders docs/errno.md from the Errno docs and the error
+// table; a golden test keeps the file equal to it. Reasons write paths and
+// other literal text as code spans, so <gen> survives Markdown rendering.
+func ErrnoMarkdown() string {
+	var b strings.Builder
+	b.WriteString("# templatefs errno table\n\n")
+	b.WriteString("Generated from `leasefs/errno.go` by `go test ./leasefs -run TestErrnoMarkdown -update`; do not edit.\n")
+	b.WriteString("Adapters map each value by name to the platform's number (`fs/errno.go`: `syscall.Errno`).\n")
+	b.WriteString("Every refused mutation is also logged once, with op, path, errno and the error text.\n\n")
+	b.WriteString("## Values\n\n| errno | meaning on the mount |\n|---|---|\n")
+	for _, e := range Errnos() {
+		fmt.Fprintf(&b, "| %s | %s |\n", e, mdCell(e.Doc()))
+	}
+	b.WriteString("\n## Errors to errno\n\nFirst `errors.Is` match wins; an error matching no row is EIO, logged with its whole chain.\n\n")
+	b.WriteString("| # | error | errno | when |\n|---|---|---|---|\n")
+	for i, r := range errnoTable {
+		fmt.Fprintf(&b, "| %d | `%s` | %s | %s |\n", i+1, r.Name, r.Errno, mdCell(r.Reason))
+	}
+	return b.String()
+}
+
+func mdCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// Refuse maps err with the error table and logs one warning line with op,
+// path, errno and the error text (an error without a row is EIO, logged at
+// error level with its chain); nil is OK and not logged. Adapters call it for every failed mutation,
+// passing the path as they know it.
+func (f *FS) Refuse(op, path string, err error) Errno {
+	if err == nil {
+		return OK
+	}
+	e, ok := match(err)
+	if !ok {
+		f.log.Error("refused", "op", op, "path", path, "errno", e.String(), "err", err.Error(), "chain", chain(err))
+		return e
+	}
+	f.log.Warn("refused", "op", op, "path", path, "errno", e.String(), "err", err.Error())
+	return e
+}

@@ -1,0 +1,344 @@
+package leasefs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"templatefs/store"
+)
+
+// Options tunes an FS. The zero value is ready to use.
+type Options struct {
+	// Logger receives refusal lines (FS.Refuse); nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// FS is the namespace over one open store. It holds no tree state: every
+// call reads committed store state, so it is safe for concurrent use and
+// never serves a stale listing.
+type FS struct {
+	st       *store.Store
+	log      *slog.Logger
+	uid, gid uint32
+	created  time.Time // store creation: the times of the fixed nodes
+}
+
+// New returns the namespace of st. Files are owned by the store owner
+// (store.OwnerUID) and the process's effective group. It returns the
+// store's error if its identity cannot be read.
+func New(st *store.Store, opts Options) (*FS, error) {
+	info, err := st.Info()
+	if err != nil {
+		return nil, fmt.Errorf("leasefs: read store info: %w", err)
+	}
+	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: info.CreatedAt}
+	if gid := os.Getegid(); gid > 0 {
+		f.gid = uint32(gid)
+	}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	return f, nil
+}
+
+// Root returns the root directory node.
+func (f *FS) Root() Node { return fixedNode(KindRoot) }
+
+// Fixed names, in listing order.
+var (
+	rootEntries = []struct {
+		name string
+		kind Kind
+	}{
+		{"store", KindStoreFile},
+		{"keys", KindKeysDir},
+		{"generations", KindGenerationsDir},
+		{"leases", KindLeasesDir},
+		{"tombstones", KindTombstonesDir},
+	}
+	keyEntries = []struct {
+		name string
+		kind Kind
+	}{
+		{"key", KindKeyFile},
+		{"generations", KindKeyGenerationsFile},
+	}
+	generationEntries = []struct {
+		name string
+		kind Kind
+	}{
+		{"manifest", KindManifestFile},
+		{"status", KindStatusFile},
+		{"payload", KindPayloadDir},
+		{"leases", KindGenerationLeasesDir},
+	}
+)
+
+// DirEntry is one name of a directory listing.
+type DirEntry struct {
+	Name string
+	Node Node
+}
+
+func notFound(dir Node, name string) error {
+	return fmt.Errorf("%s has no entry %q: %w", dir, name, store.ErrNotFound)
+}
+
+// Lookup returns the child called name of directory dir. Errors:
+// store.ErrNotFound (wrapped) when dir has no such child or dir itself no
+// longer exists, ErrNotDir when dir is a file, ErrInoOverflow, or the
+// store's error.
+func (f *FS) Lookup(dir Node, name string) (Node, error) {
+	switch dir.kind {
+	case KindRoot:
+		for _, e := range rootEntries {
+			if e.name == name {
+				return fixedNode(e.kind), nil
+			}
+		}
+	case KindKeysDir:
+		if store.ValidateKeyID(name) != nil {
+			break
+		}
+		k, err := f.st.Key(name)
+		if err != nil {
+			return Node{}, err
+		}
+		return objectNode(KindKeyDir, k.Seq, k.ID)
+	case KindKeyDir:
+		if _, err := f.key(dir); err != nil {
+			return Node{}, err
+		}
+		for _, e := range keyEntries {
+			if e.name == name {
+				return Node{kind: e.kind, num: dir.num, name: dir.name}, nil
+			}
+		}
+	case KindGenerationsDir, KindTombstonesDir:
+		id, err := store.ParseGenerationID(name)
+		if err != nil {
+			break
+		}
+		g, err := f.st.Generation(id)
+		if err != nil {
+			return Node{}, err
+		}
+		if !listedIn(dir.kind, g.State) {
+			return Node{}, fmt.Errorf("generation %s is %s, not under %s: %w", id, g.State, dir, store.ErrNotFound)
+		}
+		return genNode(KindGenerationDir, id)
+	case KindGenerationDir:
+		if _, err := f.st.Generation(dir.Generation()); err != nil {
+			return Node{}, err
+		}
+		for _, e := range generationEntries {
+			if e.name == name {
+				return genNode(e.kind, dir.Generation())
+			}
+		}
+	case KindPayloadDir:
+		g, err := f.st.Generation(dir.Generation())
+		if err != nil {
+			return Node{}, err
+		}
+		if _, ok := g.Artifact(name); ok {
+			return payloadNode(g.ID, name)
+		}
+	case KindGenerationLeasesDir:
+		if _, err := f.st.Generation(dir.Generation()); err != nil {
+			return Node{}, err
+		}
+		if store.ValidateCloneID(name) != nil {
+			break
+		}
+		l, err := f.st.Lease(name)
+		if err != nil {
+			return Node{}, err
+		}
+		if l.Generation != dir.Generation() {
+			return Node{}, fmt.Errorf("lease %q is on generation %s, not %s: %w", name, l.Generation, dir.Generation(), store.ErrNotFound)
+		}
+		return objectNode(KindLeaseFile, l.Seq, l.CloneID)
+	case KindLeasesDir:
+		if store.ValidateCloneID(name) != nil {
+			break
+		}
+		l, err := f.st.Lease(name)
+		if err != nil {
+			return Node{}, err
+		}
+		return objectNode(KindLeaseFile, l.Seq, l.CloneID)
+	default:
+		return Node{}, fmt.Errorf("lookup %q in %s: %w", name, dir, ErrNotDir)
+	}
+	return Node{}, notFound(dir, name)
+}
+
+// listedIn reports whether a generation in state st is listed in dir
+// (KindGenerationsDir or KindTombstonesDir): generations/ holds published
+// generations, tombstones/ tombstoned and retiring ones (a retiring
+// generation stays readable there until its last lease is released).
+func listedIn(dir Kind, st store.GenerationState) bool {
+	if dir == KindGenerationsDir {
+		return st == store.Published
+	}
+	return st != store.Published
+}
+
+func payloadNode(g store.GenerationID, name string) (Node, error) {
+	if _, ok := artifactIndex(name); !ok {
+		return Node{}, fmt.Errorf("generation %s artifact %q has no inode class (known: %s)", g, name, strings.Join(artifacts[:], ", "))
+	}
+	return objectNode(KindPayloadFile, uint64(g), name)
+}
+
+// ReadDir lists directory dir in a deterministic order: fixed entries in
+// the order of the package doc, keys by key ID, generations by ID, leases
+// by clone ID, payload files in publication order. Errors: ErrNotDir,
+// store.ErrNotFound when dir no longer exists, or the store's error.
+func (f *FS) ReadDir(dir Node) ([]DirEntry, error) {
+	var out []DirEntry
+	add := func(name string, n Node, err error) error {
+		if err == nil {
+			out = append(out, DirEntry{Name: name, Node: n})
+		}
+		return err
+	}
+	switch dir.kind {
+	case KindRoot:
+		for _, e := range rootEntries {
+			add(e.name, fixedNode(e.kind), nil)
+		}
+	case KindKeysDir:
+		keys, err := f.st.Keys()
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			if err := add(objectEntry(KindKeyDir, k.Seq, k.ID, k.ID)); err != nil {
+				return nil, err
+			}
+		}
+	case KindKeyDir:
+		if _, err := f.key(dir); err != nil {
+			return nil, err
+		}
+		for _, e := range keyEntries {
+			add(e.name, Node{kind: e.kind, num: dir.num, name: dir.name}, nil)
+		}
+	case KindGenerationsDir, KindTombstonesDir:
+		gens, err := f.st.Generations()
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range gens {
+			if !listedIn(dir.kind, g.State) {
+				continue
+			}
+			n, err := genNode(KindGenerationDir, g.ID)
+			if err := add(g.ID.String(), n, err); err != nil {
+				return nil, err
+			}
+		}
+	case KindGenerationDir:
+		if _, err := f.st.Generation(dir.Generation()); err != nil {
+			return nil, err
+		}
+		for _, e := range generationEntries {
+			n, err := genNode(e.kind, dir.Generation())
+			if err := add(e.name, n, err); err != nil {
+				return nil, err
+			}
+		}
+	case KindPayloadDir:
+		g, err := f.st.Generation(dir.Generation())
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range g.Artifacts {
+			n, err := payloadNode(g.ID, a.Name)
+			if err := add(a.Name, n, err); err != nil {
+				return nil, err
+			}
+		}
+	case KindGenerationLeasesDir:
+		leases, err := f.st.GenerationLeases(dir.Generation())
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range leases {
+			if err := add(objectEntry(KindLeaseFile, l.Seq, l.CloneID, l.CloneID)); err != nil {
+				return nil, err
+			}
+		}
+	case KindLeasesDir:
+		leases, err := f.st.Leases()
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range leases {
+			if err := add(objectEntry(KindLeaseFile, l.Seq, l.CloneID, l.CloneID)); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		return nil, fmt.Errorf("readdir %s: %w", dir, ErrNotDir)
+	}
+	return out, nil
+}
+
+func objectEntry(k Kind, num uint64, id, name string) (string, Node, error) {
+	n, err := objectNode(k, num, id)
+	return name, n, err
+}
+
+// Walk resolves an io/fs path ("." is the root) by calling Lookup once per
+// element, so a path resolves exactly as a kernel walking the same names
+// would. Errors: fs.ErrInvalid (wrapped) for a path that is not
+// fs.ValidPath, else the first Lookup error.
+func (f *FS) Walk(name string) (Node, error) {
+	if !fs.ValidPath(name) {
+		return Node{}, fmt.Errorf("walk %q: %w", name, fs.ErrInvalid)
+	}
+	n := f.Root()
+	if name == "." {
+		return n, nil
+	}
+	for _, elem := range strings.Split(name, "/") {
+		next, err := f.Lookup(n, elem)
+		if err != nil {
+			return Node{}, fmt.Errorf("walk %q: %w", name, err)
+		}
+		n = next
+	}
+	return n, nil
+}
+
+// key returns the record of a key node, or store.ErrNotFound if the key
+// is gone or its sequence number changed.
+func (f *FS) key(n Node) (store.KeyRecord, error) {
+	k, err := f.st.Key(n.name)
+	if err == nil && k.Seq != n.num {
+		err = fmt.Errorf("key %s has seq %d, node has %d: %w", n.name, k.Seq, n.num, store.ErrNotFound)
+	}
+	return k, err
+}
+
+// lease returns the record of a lease file node, or store.ErrNotFound if
+// the lease was released (a lease acquired again under the same clone ID
+// is another node: its sequence number differs).
+func (f *FS) lease(n Node) (store.Lease, error) {
+	l, err := f.st.Lease(n.name)
+	if err == nil && l.Seq != n.num {
+		err = fmt.Errorf("lease %q has seq %d, node has %d (released and acquired again): %w", n.name, l.Seq, n.num, store.ErrNotFound)
+	}
+	return l, err
+}
+
+// isNotFound reports whether err means "no such name".
+func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }

@@ -1,0 +1,221 @@
+package leasefs
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"templatefs/store"
+	"templatefs/store/manifest"
+)
+
+// content renders a text or lease file. Texts are small and rendered on
+// every getattr and open, so a file never shows stale data.
+func (f *FS) content(n Node) ([]byte, error) {
+	switch n.kind {
+	case KindStoreFile:
+		return f.renderStore()
+	case KindKeyFile:
+		k, err := f.key(n)
+		return []byte(k.Canonical), err
+	case KindKeyGenerationsFile:
+		text, _, err := f.renderKeyGenerations(n)
+		return text, err
+	case KindManifestFile:
+		return f.renderManifest(n.Generation())
+	case KindStatusFile:
+		g, err := f.st.Generation(n.Generation())
+		if err != nil {
+			return nil, err
+		}
+		return f.renderStatus(g)
+	case KindLeaseFile:
+		l, err := f.lease(n)
+		if err != nil {
+			return nil, err
+		}
+		return renderLease(l)
+	}
+	return nil, fmt.Errorf("render %s: not a text file", n)
+}
+
+// kv writes "key: value" lines.
+type kv struct{ b strings.Builder }
+
+func (w *kv) line(key string, value any) {
+	if t, ok := value.(time.Time); ok {
+		value = t.UTC().Format(time.RFC3339Nano)
+	}
+	fmt.Fprintf(&w.b, "%s: %v\n", key, value)
+}
+
+// renderStore renders MNT/store: identity, schema, counts and the
+// eligibility settings.
+func (f *FS) renderStore() ([]byte, error) {
+	info, err := f.st.Info()
+	if err != nil {
+		return nil, err
+	}
+	var w kv
+	w.line("store_id", info.StoreID)
+	w.line("schema_identity", info.SchemaIdentity)
+	w.line("schema_version", info.SchemaVersion)
+	w.line("created_at", info.CreatedAt)
+	w.line("generations", info.Generations)
+	w.line("published", info.Generations-info.Tombstoned-info.Retiring)
+	w.line("tombstoned", info.Tombstoned)
+	w.line("retiring", info.Retiring)
+	w.line("keys", info.Keys)
+	w.line("leases", info.Leases)
+	w.line("restore_window", info.Settings.RestoreWindow)
+	w.line("refuse_reboot", info.Settings.RefuseReboot)
+	w.line("refuse_other_host", info.Settings.RefuseOtherHost)
+	return []byte(w.b.String()), nil
+}
+
+// renderKeyGenerations renders keys/<id>/generations: generation IDs,
+// newest first, one per line. It also returns the newest generation's
+// publication time, the file's mtime (zero for none).
+func (f *FS) renderKeyGenerations(n Node) ([]byte, time.Time, error) {
+	if _, err := f.key(n); err != nil {
+		return nil, time.Time{}, err
+	}
+	ids, err := f.st.KeyGenerations(n.name)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	var b strings.Builder
+	for _, id := range ids {
+		b.WriteString(id.String())
+		b.WriteByte('\n')
+	}
+	var newest time.Time
+	if len(ids) > 0 {
+		g, err := f.st.Generation(ids[0])
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		newest = g.PublishedAt
+	}
+	return []byte(b.String()), newest, nil
+}
+
+// renderManifest decodes the generation's published manifest.bin (bounded
+// by manifest.MaxManifestSize, enforced by Decode) and renders its text.
+func (f *FS) renderManifest(gen store.GenerationID) ([]byte, error) {
+	file, err := f.st.OpenPayload(gen, manifest.ManifestFileName)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	raw, err := io.ReadAll(io.LimitReader(file, manifest.MaxManifestSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read generation %s manifest.bin: %w", gen, err)
+	}
+	m, err := manifest.Decode(raw)
+	if err != nil {
+		return nil, fmt.Errorf("decode generation %s manifest.bin: %w", gen, err)
+	}
+	return []byte(m.Text()), nil
+}
+
+// renderStatus renders <gen>/status: the state first, then the record's
+// times, the restore-window verdict (store.Eligibility) and whether a new
+// lease would be granted, with the errno and reason of a refusal. A
+// verdict that cannot be computed (host facts unreadable) is shown, not
+// returned, so status stays readable.
+func (f *FS) renderStatus(g store.Generation) ([]byte, error) {
+	leases, err := f.st.GenerationLeases(g.ID)
+	if err != nil {
+		return nil, err
+	}
+	var w kv
+	w.line("state", g.State)
+	w.line("generation", g.ID)
+	w.line("key_id", g.KeyID)
+	w.line("published_at", g.PublishedAt)
+	w.line("captured_at", g.CaptureTime)
+	if t := g.Tombstone; t != nil {
+		w.line("tombstoned_at", t.At)
+		w.line("tombstoned_by_uid", t.UID)
+	}
+	if r := g.Retirement; r != nil {
+		w.line("retiring_at", r.At)
+		w.line("retiring_by_uid", r.UID)
+	}
+	w.line("leases", len(leases))
+	e, eerr := f.st.Eligibility(g.ID)
+	var refusal error
+	switch {
+	case g.State == store.Retiring:
+		refusal = store.ErrRetiring
+	case g.State != store.Published:
+		refusal = store.ErrTombstoned
+	case eerr != nil:
+		refusal = eerr
+	case !e.Eligible:
+		refusal = fmt.Errorf("%w: %s", store.ErrIneligible, ineligibleReason(g, e))
+	}
+	if eerr != nil {
+		w.line("eligible", "unknown: "+eerr.Error())
+	} else {
+		w.line("eligible", e.Eligible)
+		w.line("eligibility_rule", e.Rule)
+		w.line("restore_window", e.Window)
+		w.line("window_ends_at", windowEnds(g, e))
+	}
+	if refusal == nil {
+		w.line("new_leases", "granted")
+	} else {
+		w.line("new_leases", fmt.Sprintf("refused (%s): %v", ToErrno(refusal), refusal))
+	}
+	return []byte(w.b.String()), nil
+}
+
+// windowEnds is when g's restore window closes: its UTC anchor plus the
+// window under the UTC rule (a fixed instant), else now plus what is left
+// of the window on the monotonic clock, rounded to the second. Status
+// shows this instead of the growing age, so its text, and the size stat
+// reports, stay the same between a stat and a read.
+func windowEnds(g store.Generation, e store.Eligibility) time.Time {
+	if e.Rule == store.RuleUTC {
+		return g.Anchors.UTC.Add(e.Window)
+	}
+	return time.Now().Add(e.Window - e.Age).Round(time.Second)
+}
+
+// ineligibleReason says why e refuses g, without durations that grow with
+// the clock.
+func ineligibleReason(g store.Generation, e store.Eligibility) string {
+	switch {
+	case e.Age > e.Window:
+		return fmt.Sprintf("restore window of %v ended at %s", e.Window, windowEnds(g, e).UTC().Format(time.RFC3339Nano))
+	case e.Age < 0:
+		return fmt.Sprintf("captured in this host's future (%s rule)", e.Rule)
+	}
+	return strings.TrimPrefix(e.Reason, "ineligible: ")
+}
+
+// stateChanged is when g last changed state: its retirement, tombstone or
+// publication time.
+func stateChanged(g store.Generation) time.Time {
+	switch {
+	case g.Retirement != nil:
+		return g.Retirement.At
+	case g.Tombstone != nil:
+		return g.Tombstone.At
+	}
+	return g.PublishedAt
+}
+
+// renderLease renders a lease file: the record as one JSON object and a
+// newline.
+func renderLease(l store.Lease) ([]byte, error) {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return nil, fmt.Errorf("encode lease %q: %w", l.CloneID, err)
+	}
+	return append(b, '\n'), nil
+}

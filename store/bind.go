@@ -1,0 +1,196 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// BindLease binds the Reserved lease of cloneID to the running process
+// pid: it reads the process identity first (Processes.Identify: on Linux a
+// pidfd, the pidfs inode number, the /proc start time and the boot ID),
+// then in one transaction sets State Bound, Process, BoundAt and
+// UpdatedAt. Binding again to the same process (same identity) returns
+// the lease unchanged, in whatever state it is. Errors: ErrInvalidID
+// (clone ID, or pid <= 0), ErrNoProcess (no such process, a thread that is
+// not a thread-group leader, or an exited one), ErrProcessUninspectable,
+// ErrNotFound (no lease), ErrLeaseBound (bound to another process, even
+// one that has since exited: release it and acquire a new lease).
+func (s *Store) BindLease(cloneID string, pid int) (Lease, error) {
+	if err := ValidateCloneID(cloneID); err != nil {
+		return Lease{}, err
+	}
+	if pid <= 0 {
+		return Lease{}, fmt.Errorf("bind lease %q: pid %d: want a positive process ID: %w", cloneID, pid, ErrInvalidID)
+	}
+	id, err := s.procs.Identify(pid)
+	if err != nil {
+		return Lease{}, fmt.Errorf("bind lease %q: %w", cloneID, err)
+	}
+	var lease Lease
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		if lease, err = readLeaseTx(tx, cloneID); err != nil {
+			return err
+		}
+		if lease.State != Reserved {
+			if lease.Process != nil && lease.Process.SameProcess(id) {
+				return errUnchanged
+			}
+			return fmt.Errorf("lease %q is %s to %v, not %v: %w", cloneID, lease.State, lease.Process, id, ErrLeaseBound)
+		}
+		now := s.now().UTC()
+		lease.State, lease.Process, lease.BoundAt, lease.UpdatedAt = Bound, &id, now, now
+		return putJSON(tx.Bucket(bucketLeases), []byte(cloneID), lease)
+	})
+	switch {
+	case errors.Is(err, errUnchanged):
+		return lease, nil
+	case err != nil:
+		return Lease{}, fmt.Errorf("bind lease %q: %w", cloneID, err)
+	}
+	failpoint("bind-committed")
+	s.log.Info("lease bound", "clone", cloneID, "seq", lease.Seq, "process", id.String())
+	return lease, nil
+}
+
+// KillLease asks for a forced teardown of cloneID's clone. For a Reserved
+// lease it is ReleaseLease. Otherwise it sends SIGKILL to the bound
+// process (through a pidfd, only after verifying the identity), waits up
+// to wait for it to exit (zero checks once), and then releases as
+// ReleaseLease does. If the process survives the wait or cannot be
+// signalled, the lease stays with State TeardownFailed and KillLease
+// returns ErrTeardownFailed; a later release or KillLease verifies again.
+// Other errors: ErrInvalidID, ErrNotFound, ErrProcessUninspectable (the
+// identity could not be verified, so nothing was signalled; the lease is
+// unchanged), and ReleaseLease's.
+func (s *Store) KillLease(cloneID string, wait time.Duration) error {
+	lease, err := s.Lease(cloneID)
+	if err != nil {
+		return err
+	}
+	if lease.State == Reserved {
+		return s.ReleaseLease(cloneID)
+	}
+	if lease.Process == nil {
+		return fmt.Errorf("kill lease %q: state %s without a process record", cloneID, lease.State)
+	}
+	exited, err := s.procs.Kill(*lease.Process, wait)
+	if errors.Is(err, ErrProcessUninspectable) {
+		return fmt.Errorf("kill lease %q: %w", cloneID, err)
+	}
+	failpoint("kill-signalled")
+	if err == nil && exited {
+		return s.ReleaseLease(cloneID)
+	}
+	cause := err
+	if cause == nil {
+		cause = fmt.Errorf("%v still running %v after SIGKILL", *lease.Process, wait)
+	}
+	if serr := s.casLeaseState(lease, "", TeardownFailed); serr != nil {
+		return fmt.Errorf("kill lease %q: %w: %w (recording %s: %v)", cloneID, ErrTeardownFailed, cause, TeardownFailed, serr)
+	}
+	s.log.Warn("lease teardown failed", "clone", cloneID, "process", lease.Process.String(), "error", cause)
+	return fmt.Errorf("kill lease %q: %w: %w", cloneID, ErrTeardownFailed, cause)
+}
+
+// beginRelease is ReleaseLease's first transaction. A Reserved lease is
+// deleted there (released is true). Any other is durably marked Releasing
+// before its process is checked; prior is the state to restore if the
+// check keeps the lease (Releasing itself restores to Bound).
+func (s *Store) beginRelease(cloneID string) (lease Lease, prior LeaseState, released bool, err error) {
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		if lease, err = readLeaseTx(tx, cloneID); err != nil {
+			return err
+		}
+		if lease.State == Reserved {
+			released = true
+			return s.deleteLeaseRecord(tx, lease)
+		}
+		if lease.Process == nil {
+			return fmt.Errorf("lease %q: state %s without a process record", cloneID, lease.State)
+		}
+		prior = lease.State
+		if prior == Releasing {
+			prior = Bound
+			return errUnchanged
+		}
+		lease.State, lease.UpdatedAt = Releasing, s.now().UTC()
+		return putJSON(tx.Bucket(bucketLeases), []byte(cloneID), lease)
+	})
+	if errors.Is(err, errUnchanged) {
+		err = nil
+	}
+	return lease, prior, released, err
+}
+
+// finishRelease deletes the lease checked by ReleaseLease. If the record
+// is gone or is another lease (another Seq), a concurrent release already
+// removed the checked one: nothing to do.
+func (s *Store) finishRelease(checked Lease) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		lease, err := readLeaseTx(tx, checked.CloneID)
+		if errors.Is(err, ErrNotFound) {
+			return errUnchanged
+		}
+		if err != nil {
+			return err
+		}
+		if lease.Seq != checked.Seq {
+			return errUnchanged
+		}
+		return s.deleteLeaseRecord(tx, lease)
+	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
+	return err
+}
+
+// casLeaseState writes state and UpdatedAt into the lease of
+// which.CloneID if it is still the same lease (same Seq), is not Reserved
+// and, when from is not empty, is in state from. Otherwise a concurrent
+// release, kill or rebind changed it, and it is left alone.
+func (s *Store) casLeaseState(which Lease, from, state LeaseState) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		lease, err := readLeaseTx(tx, which.CloneID)
+		if errors.Is(err, ErrNotFound) {
+			return errUnchanged
+		}
+		if err != nil {
+			return err
+		}
+		if lease.Seq != which.Seq || lease.State == Reserved || lease.State == state || from != "" && lease.State != from {
+			return errUnchanged
+		}
+		lease.State, lease.UpdatedAt = state, s.now().UTC()
+		return putJSON(tx.Bucket(bucketLeases), []byte(lease.CloneID), lease)
+	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
+	return err
+}
+
+// deleteLeaseRecord deletes lease's record and its generation index row.
+func (s *Store) deleteLeaseRecord(tx *bolt.Tx, lease Lease) error {
+	if err := tx.Bucket(bucketLeases).Delete([]byte(lease.CloneID)); err != nil {
+		return err
+	}
+	if gl := tx.Bucket(bucketGenerationLeases).Bucket(genKey(lease.Generation)); gl != nil {
+		return gl.Delete([]byte(lease.CloneID))
+	}
+	return nil
+}
+
+func readLeaseTx(tx *bolt.Tx, cloneID string) (Lease, error) {
+	var lease Lease
+	found, err := getJSON(tx.Bucket(bucketLeases), []byte(cloneID), &lease)
+	if err == nil && !found {
+		err = fmt.Errorf("lease %q: %w", cloneID, ErrNotFound)
+	}
+	return lease, err
+}

@@ -1,0 +1,222 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
+)
+
+// beginPublication marks publication id as in progress from the moment
+// its ID is reserved, so Check does not take its staging or payload
+// directory for a leftover; endPublication clears the mark once the
+// record is committed or the publication has failed.
+func (s *Store) beginPublication(id GenerationID) {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	if s.publishing == nil {
+		s.publishing = map[GenerationID]bool{}
+	}
+	s.publishing[id] = true
+}
+
+func (s *Store) endPublication(id GenerationID) {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	delete(s.publishing, id)
+}
+
+// abandoned reports whether the entry name of payload/ or staging/ (sub)
+// belongs to no publication: its name is no generation ID, or no
+// publication of that ID is in progress and, for payload/, no record of
+// it exists now. The in-progress mark is read before the record, and
+// Publish clears it only after committing, so a publication finishing
+// meanwhile is seen.
+func (s *Store) abandoned(sub, name string) (bool, error) {
+	id, err := ParseGenerationID(name)
+	if err != nil {
+		return true, nil
+	}
+	s.pubMu.Lock()
+	busy := s.publishing[id]
+	s.pubMu.Unlock()
+	if busy || sub == StagingDir {
+		return !busy, nil
+	}
+	var known bool
+	err = s.db.View(func(tx *bolt.Tx) error {
+		known = tx.Bucket(bucketGenerations).Get(genKey(id)) != nil
+		return nil
+	})
+	return !known, err
+}
+
+// digestJob is one artifact whose SHA-256 Check recomputes.
+type digestJob struct {
+	gen  GenerationID
+	path string
+	want Artifact
+}
+
+// checkPayloads compares payload/ and staging/ with the generations read
+// by Check and returns the artifacts that passed the size check.
+func (s *Store) checkPayloads(c *checker, gens []Generation) ([]digestJob, error) {
+	payload := filepath.Join(s.dir, PayloadDir)
+	entries, err := os.ReadDir(payload)
+	if err != nil {
+		return nil, err
+	}
+	unclaimed := map[string]bool{}
+	for _, e := range entries {
+		unclaimed[e.Name()] = true
+	}
+	var jobs []digestJob
+	for _, g := range gens {
+		delete(unclaimed, g.ID.String())
+		if jobs, err = c.artifacts(s.dir, g, jobs); err != nil {
+			return nil, err
+		}
+	}
+	for _, e := range entries {
+		if err := s.checkLeftover(c, e.Name(), unclaimed[e.Name()], PayloadDir, ProblemPayloadOrphaned, "no generation record"); err != nil {
+			return nil, err
+		}
+	}
+	staging, err := os.ReadDir(filepath.Join(s.dir, StagingDir))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range staging {
+		if err := s.checkLeftover(c, e.Name(), true, StagingDir, ProblemStagingLeftover, "no publication in progress owns it"); err != nil {
+			return nil, err
+		}
+	}
+	return jobs, nil
+}
+
+// checkDigests hashes each job's file. A file that vanished because its
+// generation was retired meanwhile is skipped.
+func (s *Store) checkDigests(c *checker, jobs []digestJob) error {
+	for _, j := range jobs {
+		sum, err := fileSHA256(j.path)
+		if errors.Is(err, os.ErrNotExist) {
+			if _, gerr := s.Generation(j.gen); errors.Is(gerr, ErrNotFound) {
+				continue
+			}
+			c.add(ProblemArtifactMissing, "generation "+j.gen.String(), "%s: no such file", j.want.Name)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if sum != j.want.SHA256 {
+			c.add(ProblemArtifactDigest, "generation "+j.gen.String(), "%s has SHA-256 %s, the record says %s", j.want.Name, sum, j.want.SHA256)
+		}
+	}
+	return nil
+}
+
+// checkLeftover reports sub/name as kind if it is a candidate and
+// abandoned; the fix checks again, then removes it and fsyncs sub/.
+func (s *Store) checkLeftover(c *checker, name string, candidate bool, sub, kind, detail string) error {
+	if !candidate {
+		return nil
+	}
+	gone, err := s.abandoned(sub, name)
+	if err != nil || !gone {
+		return err
+	}
+	i := c.add(kind, sub+"/"+name, "%s", detail)
+	c.fixFiles[i] = func() error {
+		if gone, err := s.abandoned(sub, name); err != nil || !gone {
+			return err
+		}
+		if err := os.RemoveAll(filepath.Join(s.dir, sub, name)); err != nil {
+			return err
+		}
+		return syncDir(filepath.Join(s.dir, sub))
+	}
+	return nil
+}
+
+// artifacts checks that payload/<gen>/ of the store in root holds exactly
+// g's artifacts, as regular files of the recorded sizes, and appends
+// those that passed to jobs.
+func (c *checker) artifacts(root string, g Generation, jobs []digestJob) ([]digestJob, error) {
+	subject := "generation " + g.ID.String()
+	rel := PayloadDir + "/" + g.ID.String()
+	dir := filepath.Join(root, rel)
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		c.add(ProblemPayloadMissing, subject, "no directory %s", rel)
+		return jobs, nil
+	case err != nil:
+		return nil, err
+	case !fi.IsDir():
+		c.add(ProblemPayloadMissing, subject, "%s is a %v, not a directory", rel, fi.Mode().Type())
+		return jobs, nil
+	}
+	listed := map[string]bool{}
+	for _, a := range g.Artifacts {
+		listed[a.Name] = true
+		p := filepath.Join(dir, a.Name)
+		fi, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			c.add(ProblemArtifactMissing, subject, "%s: no such file", a.Name)
+			continue
+		case err != nil:
+			return nil, err
+		case !fi.Mode().IsRegular():
+			c.add(ProblemArtifactMissing, subject, "%s is a %v, not a regular file", a.Name, fi.Mode().Type())
+			continue
+		case fi.Size() != a.Size:
+			c.add(ProblemArtifactSize, subject, "%s is %d bytes, the record says %d", a.Name, fi.Size(), a.Size)
+			continue
+		}
+		jobs = append(jobs, digestJob{gen: g.ID, path: p, want: a})
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if listed[e.Name()] {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		i := c.add(ProblemArtifactUnexpected, subject, "%s is not one of its artifacts", e.Name())
+		c.fixFiles[i] = func() error {
+			if err := os.RemoveAll(p); err != nil {
+				return err
+			}
+			if err := syncDir(dir); !errors.Is(err, os.ErrNotExist) {
+				return err // a generation retired meanwhile took the directory
+			}
+			return nil
+		}
+	}
+	return jobs, nil
+}
+
+// fileSHA256 returns the lowercase hex SHA-256 of the file at path,
+// opened without following a final symbolic link.
+func fileSHA256(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.CopyBuffer(h, f, make([]byte, copyBlock)); err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

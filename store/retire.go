@@ -1,0 +1,208 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Retiring: a tombstoned generation whose retirement intent is recorded.
+// It gets no new leases and cannot be lifted; its payload stays readable
+// until its last lease is released, then it is deleted.
+const Retiring GenerationState = "retiring"
+
+// RetirementIntent records who asked for a generation's retirement and
+// when. It is the durable source of truth for the deletion that follows.
+type RetirementIntent struct {
+	At  time.Time `json:"at"`
+	UID uint32    `json:"uid"` // the caller's user ID
+}
+
+// Lift ends the quarantine of a tombstoned generation: in one transaction
+// it sets the state back to Published and clears the tombstone record, so
+// new leases may be granted again (eligibility still applies). Lifting a
+// published generation changes nothing and returns its record. Errors:
+// ErrNotFound, ErrRetiring.
+func (s *Store) Lift(gen GenerationID) (Generation, error) {
+	var g Generation
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		if g, err = getGeneration(tx, gen); err != nil {
+			return err
+		}
+		switch g.State {
+		case Published:
+			return errUnchanged
+		case Retiring:
+			return fmt.Errorf("lift %s: %w", gen, ErrRetiring)
+		}
+		g.State = Published
+		g.Tombstone = nil
+		return putJSON(tx.Bucket(bucketGenerations), genKey(gen), g)
+	})
+	switch {
+	case errors.Is(err, errUnchanged):
+		return g, nil
+	case err != nil:
+		return Generation{}, err
+	}
+	failpoint("lift-committed")
+	s.log.Info("tombstone lifted", "generation", gen.String())
+	return g, nil
+}
+
+// Retire records, in one transaction, the intent to delete tombstoned
+// generation gen (state Retiring, time and uid), then deletes it at once
+// if it holds no leases; otherwise the release of its last lease does.
+// Deletion removes the generation record and its index rows in one
+// transaction, then the payload directory (deletes go metadata first: a
+// crash leaves an orphaned payload, which Open removes, never a record
+// without its payload). Open resumes a retirement interrupted by a crash.
+// Retiring a retiring generation returns its record unchanged and retries
+// a pending deletion. A deletion that fails after the intent committed is
+// logged, not returned: the intent stands and Open or Check (Repair)
+// finishes it. Publication IDs are never reused. Errors: ErrNotFound,
+// ErrNotTombstoned (the generation is published).
+func (s *Store) Retire(gen GenerationID, uid uint32) (Generation, error) {
+	var g Generation
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		if g, err = getGeneration(tx, gen); err != nil {
+			return err
+		}
+		switch g.State {
+		case Retiring:
+			return errUnchanged
+		case Published:
+			return fmt.Errorf("retire %s: %w", gen, ErrNotTombstoned)
+		}
+		g.State = Retiring
+		g.Retirement = &RetirementIntent{At: s.now().UTC(), UID: uid}
+		return putJSON(tx.Bucket(bucketGenerations), genKey(gen), g)
+	})
+	switch {
+	case errors.Is(err, errUnchanged):
+	case err != nil:
+		return Generation{}, err
+	default:
+		failpoint("retire-intent-committed")
+		s.log.Info("generation retiring", "generation", gen.String(), "uid", uid)
+	}
+	s.afterLeaseRemoved(gen)
+	return g, nil
+}
+
+// afterLeaseRemoved must be called after every committed transaction that
+// removed a lease record of generation gen (ReleaseLease and the like),
+// outside any transaction and without holding s.maint, which it takes. If
+// gen is retiring and now holds no leases, it finishes the retirement; a
+// failure is logged, and Open or Check (Repair) resumes it.
+func (s *Store) afterLeaseRemoved(gen GenerationID) {
+	s.maint.Lock()
+	defer s.maint.Unlock()
+	if err := s.finishRetirement(gen); err != nil {
+		s.log.Error("retirement not finished; it resumes at the next open", "generation", gen.String(), "err", err)
+	}
+}
+
+// finishRetirement deletes gen if it is retiring and holds no leases: the
+// record and index rows in one transaction, then payload/<gen>/ and an
+// fsync of payload/. The caller holds s.maint.
+func (s *Store) finishRetirement(gen GenerationID) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		g, err := getGeneration(tx, gen)
+		if err != nil {
+			return err
+		}
+		if g.State != Retiring || hasLeases(tx, gen) {
+			return errUnchanged
+		}
+		return deleteGeneration(tx, g)
+	})
+	switch {
+	case errors.Is(err, errUnchanged) || errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("retire %s: delete record: %w", gen, err)
+	}
+	failpoint("retire-record-deleted")
+	s.log.Info("generation retired", "generation", gen.String())
+	if err := s.removePayload(gen.String()); err != nil {
+		return fmt.Errorf("retire %s: %w", gen, err)
+	}
+	failpoint("retire-payload-deleted")
+	return nil
+}
+
+// removePayload removes payload/<name> and fsyncs payload/.
+func (s *Store) removePayload(name string) error {
+	payload := filepath.Join(s.dir, PayloadDir)
+	if err := os.RemoveAll(filepath.Join(payload, name)); err != nil {
+		return err
+	}
+	return syncDir(payload)
+}
+
+// resumeRetirements finishes every retirement whose generation holds no
+// leases: those a crash interrupted between the intent (or the last
+// release) and the deletion.
+func (s *Store) resumeRetirements() error {
+	var pending []GenerationID
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketGenerations)
+		return b.ForEach(func(k, _ []byte) error {
+			var g Generation
+			if _, err := getJSON(b, k, &g); err != nil {
+				return err
+			}
+			if g.State == Retiring && !hasLeases(tx, g.ID) {
+				pending = append(pending, g.ID)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	s.maint.Lock()
+	defer s.maint.Unlock()
+	for _, gen := range pending {
+		s.log.Info("resuming retirement", "generation", gen.String())
+		if err := s.finishRetirement(gen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hasLeases reports whether generation_leases lists any lease on gen.
+func hasLeases(tx *bolt.Tx, gen GenerationID) bool {
+	gl := tx.Bucket(bucketGenerationLeases).Bucket(genKey(gen))
+	if gl == nil {
+		return false
+	}
+	k, _ := gl.Cursor().First()
+	return k != nil
+}
+
+// deleteGeneration removes g's record, its key_generations row and its
+// (empty) generation_leases bucket. The key record stays: key sequence
+// numbers are stable inode sources.
+func deleteGeneration(tx *bolt.Tx, g Generation) error {
+	if err := tx.Bucket(bucketGenerations).Delete(genKey(g.ID)); err != nil {
+		return err
+	}
+	if kg := tx.Bucket(bucketKeyGenerations).Bucket([]byte(g.KeyID)); kg != nil {
+		if err := kg.Delete(genKey(g.ID)); err != nil {
+			return err
+		}
+	}
+	if gls := tx.Bucket(bucketGenerationLeases); gls.Bucket(genKey(g.ID)) != nil {
+		return gls.DeleteBucket(genKey(g.ID))
+	}
+	return nil
+}
