@@ -35,6 +35,10 @@ func toSyscall(e leasefs.Errno) syscall.Errno {
 		return syscall.EISDIR
 	case leasefs.EOVERFLOW:
 		return syscall.EOVERFLOW
+	case leasefs.ESRCH:
+		return syscall.ESRCH
+	case leasefs.ETIMEDOUT:
+		return syscall.ETIMEDOUT
 	case leasefs.EIO:
 		return syscall.EIO
 	}

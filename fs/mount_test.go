@@ -102,12 +102,19 @@ type env struct {
 	lfs      *leasefs.FS
 	srv      *fuse.Server
 	log      *syncBuffer
+	opts     MountOptions // what mount passes to Mount
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, MountOptions{}, t.TempDir())
+}
+
+// newEnvWith is newEnv mounting at mnt with opts.
+func newEnvWith(t *testing.T, opts MountOptions, mnt string) *env {
+	t.Helper()
 	requireFUSE(t)
-	e := &env{t: t, storeDir: filepath.Join(t.TempDir(), "store"), log: &syncBuffer{}}
+	e := &env{t: t, storeDir: filepath.Join(t.TempDir(), "store"), log: &syncBuffer{}, opts: opts}
 	// 64 MiB memory.bin with three 4 KiB data blocks, captured now so
 	// generations are inside the restore window.
 	o := manifest.SampleOptions{StateSizeBytes: 100_000, MemorySizeBytes: 64 << 20, CaptureUTC: time.Now()}
@@ -133,7 +140,7 @@ func newEnv(t *testing.T) *env {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	e.mount(t.TempDir())
+	e.mount(mnt)
 	return e
 }
 
@@ -149,7 +156,7 @@ func (e *env) mount(mnt string) {
 		st.Close()
 		e.t.Fatal(err)
 	}
-	srv, err := Mount(mnt, lfs, MountOptions{})
+	srv, err := Mount(mnt, lfs, e.opts)
 	if err != nil {
 		st.Close()
 		skipOrFail(e.t, "mount %s: %v", mnt, err)
@@ -280,16 +287,18 @@ func TestMountTree(t *testing.T) {
 	if inos["."] != leasefs.InoRoot {
 		t.Errorf("root ino %d, want %d", inos["."], leasefs.InoRoot)
 	}
-	// root, store, tombstones; keys/ with one key and its two files;
-	// generations/ with 3 x 8 nodes and lease c1; leases/ with c1.
-	if want := 3 + 4 + 1 + 3*8 + 1 + 2; len(inos) != want {
+	// root, store, tombstones, retiring; keys/ with one key, its two
+	// files, its leases/ and lease c1 there; generations/ with 3 x 9
+	// nodes and lease c1; leases/ with c1.
+	if want := 4 + 6 + 1 + 3*9 + 1 + 2; len(inos) != want {
 		t.Errorf("walk found %d paths, want %d", len(inos), want)
 	}
-	if got := e.names("."); !slices.Equal(got, []string{"generations", "keys", "leases", "store", "tombstones"}) {
+	if got := e.names("."); !slices.Equal(got, []string{"generations", "keys", "leases", "retiring", "store", "tombstones"}) {
 		t.Errorf("root lists %q", got)
 	}
 	st := e.lstat("generations/g000001/leases/c1")
-	if st.Nlink != 2 || st.Ino != e.lstat("leases/c1").Ino || st.Mode != syscall.S_IFREG|0o644 {
+	key := "keys/" + e.gens[0].KeyID + "/leases/c1"
+	if st.Nlink != 3 || st.Ino != e.lstat("leases/c1").Ino || st.Ino != e.lstat(key).Ino || st.Mode != syscall.S_IFREG|0o644 {
 		t.Errorf("lease file nlink %d mode %o, or inode differs between its names", st.Nlink, st.Mode)
 	}
 	for rel, mode := range map[string]uint32{
@@ -498,9 +507,9 @@ func TestLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.Write([]byte("pid 1\n"))
+	_, err = f.Write([]byte("bind 1\n"))
 	f.Close()
-	wantErrno(t, "write to lease", err, syscall.EINVAL)
+	wantErrno(t, "bad write to lease", err, syscall.EINVAL)
 
 	wantErrno(t, "invalid clone ID", create("generations/g000002/leases/a b", os.O_CREATE|os.O_WRONLY), syscall.EINVAL)
 	wantErrno(t, "clone leased elsewhere", create("generations/g000002/leases/c1", os.O_CREATE|os.O_WRONLY), syscall.EBUSY)
@@ -571,7 +580,7 @@ func TestTombstone(t *testing.T) {
 		}
 	}
 
-	wantErrno(t, "mv back", os.Rename(e.path("tombstones/g000001"), e.path("generations/g000001")), syscall.EPERM)
+	wantErrno(t, "mv to retiring", os.Rename(e.path("tombstones/g000001"), e.path("retiring/g000001")), syscall.EPERM)
 	wantErrno(t, "mv to another name", os.Rename(e.path("generations/g000002"), e.path("tombstones/other")), syscall.EPERM)
 	wantErrno(t, "mv within generations", os.Rename(e.path("generations/g000002"), e.path("generations/g000009")), syscall.EPERM)
 	if err := unix.Renameat2(unix.AT_FDCWD, e.path("generations/g000002"), unix.AT_FDCWD, e.path("tombstones/g000002"), unix.RENAME_NOREPLACE); err != nil {

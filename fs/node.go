@@ -4,6 +4,7 @@ package fs
 
 import (
 	"context"
+	"math"
 	"syscall"
 	"time"
 
@@ -15,8 +16,8 @@ import (
 )
 
 // ImmutableTimeout is how long the kernel may cache entries and attributes
-// of immutable nodes (leasefs.Node.Immutable: payloads, manifest and key
-// texts). Everything else changes at any commit and gets zero timeouts, so
+// of immutable nodes (leasefs.Node.Immutable: payloads, manifest, ctl and
+// key texts). Everything else changes at any commit and gets zero timeouts, so
 // every stat and lookup asks leasefs (fuse-and-store-notes.md §A4, §H2).
 const ImmutableTimeout = time.Hour
 
@@ -30,7 +31,37 @@ type node struct {
 }
 
 func (n *node) newChild(ctx context.Context, child leasefs.Node) *fusefs.Inode {
-	return n.NewInode(ctx, &node{lfs: n.lfs, ln: child}, fusefs.StableAttr{Mode: typeBits(child), Ino: child.Ino()})
+	return n.NewInode(ctx, &node{lfs: n.lfs, ln: child}, n.stableAttr(child))
+}
+
+// retiredGen is the StableAttr.Gen of a generation directory under
+// retiring/. A successful rmdir(2) of tombstones/<gen> makes the kernel
+// mark that directory's inode dead (S_DEAD: no lookups or readdir in it),
+// yet the generation stays readable under retiring/<gen> until its leases
+// drain. Another Gen makes go-fuse hand out a new node ID for the same
+// st_ino, so the kernel builds a live inode instead of reviving the dead
+// one (still pinned while a holder has a payload open).
+const retiredGen = 1
+
+// stableAttr is child's go-fuse identity below n: its type and inode
+// number, and retiredGen for a generation directory reached through
+// retiring/.
+func (n *node) stableAttr(child leasefs.Node) fusefs.StableAttr {
+	a := fusefs.StableAttr{Mode: typeBits(child), Ino: child.Ino()}
+	if n.ln.Kind() == leasefs.KindRetiringDir && child.Kind() == leasefs.KindGenerationDir {
+		a.Gen = retiredGen
+	}
+	return a
+}
+
+// callerOf returns the credentials of the request in ctx. A request
+// without them (none reaches a node op in go-fuse v2.12) is treated as
+// uid 2^32-1, (uid_t)-1, which owns nothing.
+func callerOf(ctx context.Context) leasefs.Caller {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return leasefs.Caller{UID: c.Uid}
+	}
+	return leasefs.Caller{UID: math.MaxUint32}
 }
 
 func typeBits(ln leasefs.Node) uint32 {
@@ -93,7 +124,13 @@ var _ = (fusefs.NodeLookuper)((*node)(nil))
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	child, err := n.lfs.Lookup(n.ln, name)
 	if err != nil {
-		return nil, errnoOf(err)
+		errno := errnoOf(err)
+		if errno == syscall.ENOENT && n.GetChild(name) != nil {
+			// Gone by another route (kill, ctl write, retirement): drop
+			// go-fuse's link too, so log paths stay true.
+			n.RmChild(name)
+		}
+		return nil, errno
 	}
 	if errno := n.entryOut(child, out); errno != 0 {
 		return nil, errno
@@ -144,7 +181,7 @@ var _ = (fusefs.NodeOpener)((*node)(nil))
 
 func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	of := openFlags(flags)
-	h, err := n.lfs.Open(n.ln, of)
+	h, err := n.lfs.Open(n.ln, of, callerOf(ctx))
 	switch {
 	case err != nil && (of.Write || of.Truncate):
 		return nil, 0, n.refuse("open", "", err)
@@ -162,48 +199,51 @@ func handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errno) {
 	return &textFile{data: h.Data}, fuse.FOPEN_DIRECT_IO, 0
 }
 
-// Create acquires a lease (generations/<gen>/leases/<clone-id>) with
-// leasefs.FS.Create and opens it; elsewhere leasefs refuses.
+// Create acquires a lease (generations/<gen>/leases/<clone-id> or
+// keys/<key-id>/leases/<clone-id>) with leasefs.FS.Create and opens it;
+// elsewhere leasefs refuses.
 var _ = (fusefs.NodeCreater)((*node)(nil))
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
-	child, err := n.lfs.Create(n.ln, name, flags&syscall.O_EXCL != 0)
+	cr, err := n.lfs.Create(n.ln, name, flags&syscall.O_EXCL != 0, callerOf(ctx))
 	if err != nil {
 		return nil, nil, 0, n.refuse("create", name, err)
 	}
-	// The kernel sends CREATE only for a name its lookup did not find, so
-	// the file is new to the caller and O_TRUNC has nothing to cut.
-	of := openFlags(flags)
-	of.Truncate = false
-	h, err := n.lfs.Open(child, of)
-	if err != nil {
-		return nil, nil, 0, n.refuse("open", name, err)
-	}
-	if errno := n.entryOut(child, out); errno != 0 {
-		if h.File != nil {
-			h.File.Close()
+	// Answer from the acquisition's snapshot, not a second store read: the
+	// lease may already be released by another caller, and this create
+	// still succeeded. Writes go through the node, so a text handle serves
+	// both readers and writers of a lease file.
+	fillAttr(cr.Node, cr.Attr, &out.Attr)
+	out.SetEntryTimeout(timeout(cr.Node))
+	out.SetAttrTimeout(timeout(cr.Node))
+	h := leasefs.Handle{Data: cr.Data}
+	if cr.Data == nil {
+		if h, err = n.lfs.Open(cr.Node, openFlags(flags), callerOf(ctx)); err != nil {
+			return nil, nil, 0, n.refuse("open", name, err)
 		}
-		return nil, nil, 0, errno
 	}
 	fh, fl, _ := handle(h)
-	return n.newChild(ctx, child), fh, fl, 0
+	return n.newChild(ctx, cr.Node), fh, fl, 0
 }
 
 // Unlink releases a lease (leasefs.FS.Remove); other files are refused.
 var _ = (fusefs.NodeUnlinker)((*node)(nil))
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	if err := n.lfs.Remove(n.ln, name); err != nil {
+	if err := n.lfs.Remove(n.ln, name, callerOf(ctx)); err != nil {
 		return n.refuse("unlink", name, err)
 	}
 	return 0
 }
 
-// Rmdir is refused by leasefs; without it go-fuse would report success.
+// Rmdir retires a tombstoned generation (leasefs.FS.Rmdir); every other
+// rmdir is refused. Without it go-fuse would report success. On success
+// the kernel drops its dentry itself and go-fuse its link; the generation
+// reappears under retiring/ as a new kernel inode (retiredGen).
 var _ = (fusefs.NodeRmdirer)((*node)(nil))
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	return n.refuse("rmdir", name, n.lfs.Rmdir(n.ln, name))
+	return n.refuse("rmdir", name, n.lfs.Rmdir(n.ln, name, callerOf(ctx)))
 }
 
 // Mkdir, Mknod, Symlink and Link are refused by leasefs.FS.MakeEntry
@@ -216,24 +256,25 @@ var (
 )
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	return nil, n.refuse("mkdir", name, n.lfs.MakeEntry(n.ln, name))
+	return nil, n.refuse("mkdir", name, n.lfs.MakeEntry(n.ln, name, callerOf(ctx)))
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	return nil, n.refuse("mknod", name, n.lfs.MakeEntry(n.ln, name))
+	return nil, n.refuse("mknod", name, n.lfs.MakeEntry(n.ln, name, callerOf(ctx)))
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	return nil, n.refuse("symlink", name, n.lfs.MakeEntry(n.ln, name))
+	return nil, n.refuse("symlink", name, n.lfs.MakeEntry(n.ln, name, callerOf(ctx)))
 }
 
 func (n *node) Link(ctx context.Context, target fusefs.InodeEmbedder, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	return nil, n.refuse("link", name, n.lfs.MakeEntry(n.ln, name))
+	return nil, n.refuse("link", name, n.lfs.MakeEntry(n.ln, name, callerOf(ctx)))
 }
 
 // Rename tombstones generations/<gen> -> tombstones/<gen> with the
-// caller's uid (leasefs.FS.Rename); go-fuse then moves its dentry, and the
-// kernel its own, so a listing right after shows the move.
+// caller's uid, or lifts tombstones/<gen> -> generations/<gen>
+// (leasefs.FS.Rename); go-fuse then moves its dentry, and the kernel its
+// own, so a listing right after shows the move.
 var _ = (fusefs.NodeRenamer)((*node)(nil))
 
 func (n *node) Rename(ctx context.Context, name string, newParent fusefs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
@@ -251,17 +292,14 @@ func (n *node) Rename(ctx context.Context, name string, newParent fusefs.InodeEm
 	if flags&unix.RENAME_WHITEOUT != 0 {
 		rf |= leasefs.RenameWhiteout
 	}
-	var uid uint32
-	if c, ok := fuse.FromContext(ctx); ok {
-		uid = c.Uid
-	}
-	if err := n.lfs.Rename(n.ln, name, np.ln, newName, rf, uid); err != nil {
+	if err := n.lfs.Rename(n.ln, name, np.ln, newName, rf, callerOf(ctx)); err != nil {
 		return toSyscall(n.lfs.Refuse("rename", n.path(name)+" -> "+np.path(newName), err))
 	}
 	return 0
 }
 
-// Setattr: times on lease nodes are a no-op (touch must succeed);
+// Setattr: times on lease nodes, and the size of lease and ctl files, are
+// a no-op (touch, and the truncate of `echo ... > file`, must succeed);
 // anything else leasefs.FS.SetAttr refuses.
 var _ = (fusefs.NodeSetattrer)((*node)(nil))
 
@@ -279,7 +317,7 @@ func (n *node) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAt
 	if in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME|fuse.FATTR_ATIME_NOW|fuse.FATTR_MTIME_NOW|fuse.FATTR_CTIME) != 0 {
 		c |= leasefs.ChangeTimes
 	}
-	if err := n.lfs.SetAttr(n.ln, c); err != nil {
+	if err := n.lfs.SetAttr(n.ln, c, callerOf(ctx)); err != nil {
 		return n.refuse("setattr", "", err)
 	}
 	return n.Getattr(ctx, fh, out)
@@ -293,17 +331,53 @@ var (
 )
 
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	return n.refuse("setxattr", "", n.lfs.ChangeXattr(n.ln, attr))
+	return n.refuse("setxattr", "", n.lfs.ChangeXattr(n.ln, attr, callerOf(ctx)))
 }
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
-	return n.refuse("removexattr", "", n.lfs.ChangeXattr(n.ln, attr))
+	return n.refuse("removexattr", "", n.lfs.ChangeXattr(n.ln, attr, callerOf(ctx)))
 }
 
-// Write answers every write with leasefs.FS.Write (EINVAL on lease files,
-// EROFS elsewhere), whatever the handle, so no handle can write.
+// Write hands each write(2) to leasefs.FS.Write as one command: `pid N`
+// or `kill` on lease files, `tombstone`, `lift` or `retire` on ctl files;
+// every other node refuses (EROFS). Node-level, so no handle can bypass
+// it. After a ctl write the generation may have moved between
+// generations/, tombstones/ and retiring/ (or left the tree), which the
+// kernel did not see: invalidateGeneration drops its old dentries.
 var _ = (fusefs.NodeWriter)((*node)(nil))
 
 func (n *node) Write(ctx context.Context, fh fusefs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
-	return 0, n.refuse("write", "", n.lfs.Write(n.ln))
+	written, err := n.lfs.Write(n.ln, data, callerOf(ctx))
+	if err != nil {
+		return 0, n.refuse("write", "", err)
+	}
+	if n.ln.Kind() == leasefs.KindCtlFile {
+		n.invalidateGeneration(n.ln.Generation().String())
+	}
+	return uint32(written), 0
+}
+
+// stateDirs are the top-level directories a generation moves between.
+var stateDirs = []string{"generations", "tombstones", "retiring"}
+
+// invalidateGeneration tells the kernel to forget name in each state
+// directory that no longer holds it, and drops go-fuse's link there. It
+// runs after the store call, holding no locks, from a WRITE on a ctl file
+// (the kernel holds only that file's lock, never a state directory's), so
+// the notification cannot deadlock. A failed notification needs no
+// handling: entries of these directories have zero timeouts, so the next
+// lookup asks leasefs anyway.
+func (n *node) invalidateGeneration(name string) {
+	root := n.Root()
+	for _, dirName := range stateDirs {
+		dir := root.GetChild(dirName)
+		if dir == nil || dir.GetChild(name) == nil {
+			continue
+		}
+		if _, err := n.lfs.Lookup(dir.Operations().(*node).ln, name); err == nil {
+			continue
+		}
+		dir.NotifyEntry(name)
+		dir.RmChild(name)
+	}
 }

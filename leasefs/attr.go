@@ -4,18 +4,28 @@ import (
 	"fmt"
 	"io/fs"
 	"time"
+
+	"templatefs/store"
 )
 
 // Modes of the tree: directories are read-only except the leases
-// directories (create acquires, unlink releases); lease files are 0644 so
-// a future issue can accept written values; everything else is 0444.
+// directories (create acquires, unlink releases); lease and ctl files take
+// writes (commands); everything else is 0444. Every node is readable by
+// all: with allow_other other users may read (project issue 3). The
+// modes are informative: the mount has no default_permissions, and
+// leasefs itself decides who may change what (Caller, ErrAccess).
 const (
 	modeDir       = fs.ModeDir | 0o555
 	modeLeasesDir = fs.ModeDir | 0o755
 	modeText      = 0o444
 	modeLease     = 0o644
+	modeCtl       = 0o644
 	modePayload   = 0o444
 )
+
+// leaseNames is a lease file's link count: its names under its
+// generation's leases/, under leases/ and under its key's leases/.
+const leaseNames = 3
 
 // textBlksize is the st_blksize reported for everything but payload files.
 const textBlksize = 4096
@@ -47,8 +57,8 @@ func (f *FS) Attr(n Node) (Attr, error) {
 	var text []byte
 	switch n.kind {
 	case KindRoot:
-		a.Mode, a.Nlink = modeDir, 2+4 // keys, generations, leases, tombstones
-	case KindKeysDir, KindGenerationsDir, KindTombstonesDir:
+		a.Mode, a.Nlink = modeDir, 2+5 // keys, generations, leases, tombstones, retiring
+	case KindKeysDir, KindGenerationsDir, KindTombstonesDir, KindRetiringDir:
 		info, err := f.st.Info()
 		if err != nil {
 			return Attr{}, err
@@ -56,7 +66,8 @@ func (f *FS) Attr(n Node) (Attr, error) {
 		subdirs := map[Kind]int{
 			KindKeysDir:        info.Keys,
 			KindGenerationsDir: info.Generations - info.Tombstoned - info.Retiring,
-			KindTombstonesDir:  info.Tombstoned + info.Retiring,
+			KindTombstonesDir:  info.Tombstoned,
+			KindRetiringDir:    info.Retiring,
 		}[n.kind]
 		a.Mode, a.Nlink = modeDir, uint32(2+subdirs)
 	case KindLeasesDir:
@@ -67,15 +78,19 @@ func (f *FS) Attr(n Node) (Attr, error) {
 			return Attr{}, err
 		}
 		a.Mode = modeText
-	case KindKeyDir, KindKeyFile:
+	case KindKeyDir, KindKeyFile, KindKeyLeasesDir:
 		k, err := f.key(n)
 		if err != nil {
 			return Attr{}, err
 		}
 		a.setTimes(k.CreatedAt, k.CreatedAt)
-		a.Mode, a.Nlink = modeDir, 2
-		if n.kind == KindKeyFile {
-			a.Mode, a.Nlink, text = modeText, 1, []byte(k.Canonical)
+		switch n.kind {
+		case KindKeyDir:
+			a.Mode, a.Nlink = modeDir, 2+1 // leases
+		case KindKeyLeasesDir:
+			a.Mode, a.Nlink = modeLeasesDir, 2
+		default:
+			a.Mode, text = modeText, []byte(k.Canonical)
 		}
 	case KindKeyGenerationsFile:
 		var newest time.Time
@@ -85,23 +100,33 @@ func (f *FS) Attr(n Node) (Attr, error) {
 		}
 		a.setTimes(newest, newest)
 		a.Mode = modeText
-	case KindGenerationDir, KindManifestFile, KindStatusFile, KindPayloadDir, KindPayloadFile, KindGenerationLeasesDir:
+	case KindGenerationDir, KindManifestFile, KindStatusFile, KindCtlFile, KindPayloadDir, KindPayloadFile, KindGenerationLeasesDir:
 		return f.generationAttr(n, a)
 	case KindLeaseFile:
 		l, err := f.lease(n)
 		if err != nil {
 			return Attr{}, err
 		}
-		if text, err = renderLease(l); err != nil {
-			return Attr{}, err
-		}
-		a.setTimes(l.CreatedAt, l.CreatedAt)
-		a.Mode, a.Nlink = modeLease, 2 // generations/<gen>/leases/<id> and leases/<id>
+		a, _, err := f.leaseAttr(n, l)
+		return a, err
 	default:
 		return Attr{}, fmt.Errorf("attr of %s: invalid node", n)
 	}
 	a.setText(text)
 	return a, nil
+}
+
+// leaseAttr returns the attributes and rendered record of lease file n
+// holding lease l.
+func (f *FS) leaseAttr(n Node, l store.Lease) (Attr, []byte, error) {
+	text, err := renderLease(l)
+	if err != nil {
+		return Attr{}, nil, err
+	}
+	a := Attr{Ino: n.Ino(), Mode: modeLease, Nlink: leaseNames, Blksize: textBlksize, UID: f.uid, GID: f.gid}
+	a.setTimes(l.CreatedAt, l.CreatedAt)
+	a.setText(text)
+	return a, text, nil
 }
 
 func (f *FS) generationAttr(n Node, a Attr) (Attr, error) {
@@ -126,6 +151,8 @@ func (f *FS) generationAttr(n Node, a Attr) (Attr, error) {
 			return Attr{}, err
 		}
 		a.Mode = modeText
+	case KindCtlFile:
+		a.Mode, text = modeCtl, ctlText
 	case KindStatusFile:
 		if text, err = f.renderStatus(g); err != nil {
 			return Attr{}, err

@@ -35,27 +35,32 @@ func TestAttr(t *testing.T) {
 		mtime time.Time
 		ctime time.Time
 	}{
-		{".", fs.ModeDir | 0o555, 6, info.CreatedAt, info.CreatedAt},
+		{".", fs.ModeDir | 0o555, 7, info.CreatedAt, info.CreatedAt},
 		{"store", 0o444, 1, info.CreatedAt, info.CreatedAt},
 		{"keys", fs.ModeDir | 0o555, 3, info.CreatedAt, info.CreatedAt},
-		{"keys/KEY", fs.ModeDir | 0o555, 2, g1.PublishedAt, g1.PublishedAt},
+		{"keys/KEY", fs.ModeDir | 0o555, 3, g1.PublishedAt, g1.PublishedAt},
+		{"keys/KEY/leases", fs.ModeDir | 0o755, 2, g1.PublishedAt, g1.PublishedAt},
 		{"keys/KEY/key", 0o444, 1, g1.PublishedAt, g1.PublishedAt},
 		{"keys/KEY/generations", 0o444, 1, fx.gens[5].PublishedAt, fx.gens[5].PublishedAt},
 		{"generations", fs.ModeDir | 0o555, 2 + 3, info.CreatedAt, info.CreatedAt},
-		{"tombstones", fs.ModeDir | 0o555, 2 + 2, info.CreatedAt, info.CreatedAt},
+		{"tombstones", fs.ModeDir | 0o555, 2 + 1, info.CreatedAt, info.CreatedAt},
+		{"retiring", fs.ModeDir | 0o555, 2 + 1, info.CreatedAt, info.CreatedAt},
 		{"leases", fs.ModeDir | 0o755, 2, info.CreatedAt, info.CreatedAt},
 		{"generations/g000001", fs.ModeDir | 0o555, 4, g1.PublishedAt, g1.PublishedAt},
 		{"tombstones/g000002", fs.ModeDir | 0o555, 4, g2.PublishedAt, g2.Tombstone.At},
 		{"generations/g000001/manifest", 0o444, 1, g1.PublishedAt, g1.PublishedAt},
 		{"generations/g000001/status", 0o444, 1, g1.PublishedAt, g1.PublishedAt},
 		{"tombstones/g000002/status", 0o444, 1, g2.Tombstone.At, g2.Tombstone.At},
-		{"tombstones/g000005/status", 0o444, 1, fx.gens[5].Retirement.At, fx.gens[5].Retirement.At},
-		{"tombstones/g000005", fs.ModeDir | 0o555, 4, fx.gens[5].PublishedAt, fx.gens[5].Tombstone.At},
+		{"retiring/g000005/status", 0o444, 1, fx.gens[5].Retirement.At, fx.gens[5].Retirement.At},
+		{"retiring/g000005", fs.ModeDir | 0o555, 4, fx.gens[5].PublishedAt, fx.gens[5].Tombstone.At},
+		{"generations/g000001/ctl", 0o644, 1, g1.PublishedAt, g1.PublishedAt},
+		{"tombstones/g000002/ctl", 0o644, 1, g2.PublishedAt, g2.PublishedAt},
 		{"generations/g000001/payload", fs.ModeDir | 0o555, 2, g1.PublishedAt, g1.PublishedAt},
 		{"generations/g000001/payload/memory.bin", 0o444, 1, g1.PublishedAt, g1.PublishedAt},
 		{"generations/g000001/leases", fs.ModeDir | 0o755, 2, g1.PublishedAt, g1.PublishedAt},
-		{"generations/g000001/leases/c1", 0o644, 2, c1.CreatedAt, c1.CreatedAt},
-		{"leases/c1", 0o644, 2, c1.CreatedAt, c1.CreatedAt},
+		{"generations/g000001/leases/c1", 0o644, 3, c1.CreatedAt, c1.CreatedAt},
+		{"leases/c1", 0o644, 3, c1.CreatedAt, c1.CreatedAt},
+		{"keys/KEY/leases/c1", 0o644, 3, c1.CreatedAt, c1.CreatedAt},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
@@ -91,7 +96,7 @@ func TestTextSizes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := fx.fs.Open(n, OpenFlags{})
+		h, err := fx.fs.Open(n, OpenFlags{}, owner)
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
@@ -116,7 +121,7 @@ func TestPayloadAttr(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, err := fx.fs.Open(n, OpenFlags{})
+			h, err := fx.fs.Open(n, OpenFlags{}, owner)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +147,7 @@ func TestRender(t *testing.T) {
 	fx := newFixture(t, makeCaptures(t))
 	read := func(path string) string {
 		t.Helper()
-		h, err := fx.fs.Open(fx.walk(path), OpenFlags{})
+		h, err := fx.fs.Open(fx.walk(path), OpenFlags{}, owner)
 		if err != nil {
 			t.Fatalf("open %s: %v", path, err)
 		}
@@ -206,14 +211,14 @@ func TestRender(t *testing.T) {
 		path, want string
 	}{
 		{"generations/g000001/status", status(1, "leases: 1", "eligible: true", "eligibility_rule: utc",
-			"restore_window: 720h0m0s", ends(1), "new_leases: granted")},
+			"restore_window: 720h0m0s", ends(1), "new_leases: granted", "last_refusal: none")},
 		{"generations/g000004/status", status(4, "leases: 0", "eligible: false", "eligibility_rule: utc",
 			"restore_window: 720h0m0s", ends(4), "new_leases: refused (EPERM): ineligible: restore window of 720h0m0s ended at "+
-				fx.gens[4].Anchors.UTC.Add(store.MaxRestoreWindow).Format(time.RFC3339Nano))},
+				fx.gens[4].Anchors.UTC.Add(store.MaxRestoreWindow).Format(time.RFC3339Nano), "last_refusal: none")},
 		{"tombstones/g000002/status", status(2, "leases: 1", "eligible: true", "eligibility_rule: utc",
-			"restore_window: 720h0m0s", ends(2), "new_leases: refused (EPERM): generation is tombstoned")},
-		{"tombstones/g000005/status", status(5, "leases: 1", "eligible: true", "eligibility_rule: utc",
-			"restore_window: 720h0m0s", ends(5), "new_leases: refused (EPERM): generation is retiring")},
+			"restore_window: 720h0m0s", ends(2), "new_leases: refused (EPERM): generation is tombstoned", "last_refusal: none")},
+		{"retiring/g000005/status", status(5, "leases: 1", "eligible: true", "eligibility_rule: utc",
+			"restore_window: 720h0m0s", ends(5), "new_leases: refused (EPERM): generation is retiring", "last_refusal: none")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
@@ -222,9 +227,14 @@ func TestRender(t *testing.T) {
 			}
 		})
 	}
+	t.Run("ctl", func(t *testing.T) {
+		if got, want := read("tombstones/g000002/ctl"), "tombstone\nlift\nretire\n"; got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	})
 	t.Run("lease", func(t *testing.T) {
 		got := read("generations/g000001/leases/c1")
-		if read("leases/c1") != got || !strings.HasSuffix(got, "}\n") || strings.Count(got, "\n") != 1 {
+		if read("leases/c1") != got || read("keys/KEY/leases/c1") != got || !strings.HasSuffix(got, "}\n") || strings.Count(got, "\n") != 1 {
 			t.Fatalf("lease file is not one JSON line, or differs between its names: %q", got)
 		}
 		l, err := fx.st.Lease("c1")

@@ -5,7 +5,8 @@
 // one FS method and map the returned error with ToErrno (or FS.Refuse).
 // leasefs imports store/, store/manifest and the standard library only.
 //
-// The tree (docs/tree.md has the user-facing contract):
+// The tree (docs/tree.md has the user-facing contract, docs/leases.md the
+// lifecycles):
 //
 //	/                                   dir  0555  ino 1
 //	  store                             file 0444  ino 2       store ID, schema, counts
@@ -13,20 +14,25 @@
 //	    <key-id>/                       dir  0555  class 0x01  | KeyRecord.Seq
 //	      key                           file 0444  class 0x02  | KeyRecord.Seq   canonical key text
 //	      generations                   file 0444  class 0x03  | KeyRecord.Seq   generation IDs, newest first
+//	      leases/                       dir  0755  class 0x04  | KeyRecord.Seq   create = acquire on the newest eligible generation
+//	        <clone-id>                  file 0644  class 0x20  | Lease.Seq       the lease file, a third name
 //	  generations/                      dir  0555  ino 4       published generations only
-//	    <gen>/                          dir  0555  class 0x10  | GenerationID
+//	    <gen>/                          dir  0555  class 0x10  | GenerationID    rename to tombstones/ = tombstone
 //	      manifest                      file 0444  class 0x11  | GenerationID    decoded manifest.bin
-//	      status                        file 0444  class 0x12  | GenerationID    state and lease eligibility
+//	      status                        file 0444  class 0x12  | GenerationID    state, eligibility, last refusal
+//	      ctl                           file 0644  class 0x15  | GenerationID    write tombstone, lift or retire
 //	      payload/                      dir  0555  class 0x13  | GenerationID
 //	        manifest.bin                file 0444  class 0x18  | GenerationID    the published bytes
 //	        state.bin                   file 0444  class 0x19  | GenerationID
 //	        memory.bin                  file 0444  class 0x1a  | GenerationID
 //	        scratch.img                 file 0444  class 0x1b  | GenerationID    only if captured
 //	      leases/                       dir  0755  class 0x14  | GenerationID    create = acquire, unlink = release
-//	        <clone-id>                  file 0644  class 0x20  | Lease.Seq       the lease record (JSON)
+//	        <clone-id>                  file 0644  class 0x20  | Lease.Seq       JSON; write `pid N` or `kill`
 //	  leases/                           dir  0755  ino 5       every lease; unlink = release
 //	    <clone-id>                      file 0644  class 0x20  | Lease.Seq       same node as above
-//	  tombstones/                       dir  0555  ino 6       tombstoned and retiring generations
+//	  tombstones/                       dir  0555  ino 6       tombstoned generations; rename back = lift, rmdir = retire
+//	    <gen>/                          same nodes as generations/<gen>/
+//	  retiring/                         dir  0555  ino 7       retiring generations, until their last lease is released
 //	    <gen>/                          same nodes as generations/<gen>/
 //
 // An inode number is class<<56 | object number, where the object number is
@@ -35,9 +41,10 @@
 // generation IDs and lease sequence numbers are never handed out twice, and
 // key sequence numbers are fixed at first use. A Node is identified by its
 // kind and object only, never by the path it was reached through: the
-// generation directory under generations/ and under tombstones/ is the same
-// Node (it is never in both), and a lease file is the same Node (Nlink 2)
-// under generations/<gen>/leases/ and leases/.
+// generation directory under generations/, tombstones/ and retiring/ is
+// the same Node (it is in exactly one, by its state), and a lease file is
+// the same Node (Nlink 3) under generations/<gen>/leases/, leases/ and
+// keys/<key-id>/leases/.
 //
 // Conventions, as in rclone's vfs:
 //   - Paths given to Walk are io/fs paths: slash-separated, no leading or
@@ -49,6 +56,11 @@
 //     mutations are logged once, by FS.Refuse, with op, path, errno and
 //     error text; an error without a row becomes EIO and is logged with its
 //     whole chain.
+//   - Mutating methods take the Caller; only the store owner and root may
+//     change anything (ErrAccess, checked first). Reads take no Caller.
+//   - A refused create, unlink, rmdir, rename or lease/ctl write is also
+//     remembered, per generation and in memory only, as the generation's
+//     last refusal, shown in its status: an errno alone loses the reason.
 //   - An FS is safe for concurrent use; every call reads the store afresh,
 //     so the tree always shows committed state.
 package leasefs

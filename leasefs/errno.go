@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"templatefs/store"
@@ -28,28 +29,32 @@ const (
 	ENOTDIR
 	EISDIR
 	EOVERFLOW
+	ESRCH
+	ETIMEDOUT
 	EIO
 )
 
 var errnoNames = [...]string{
 	OK: "OK", ENOENT: "ENOENT", EEXIST: "EEXIST", EPERM: "EPERM", EACCES: "EACCES", EINVAL: "EINVAL", EBUSY: "EBUSY",
-	EROFS: "EROFS", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EOVERFLOW: "EOVERFLOW", EIO: "EIO",
+	EROFS: "EROFS", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EOVERFLOW: "EOVERFLOW", ESRCH: "ESRCH", ETIMEDOUT: "ETIMEDOUT", EIO: "EIO",
 }
 
 // errnoDocs says what each Errno means on the mount.
 var errnoDocs = [...]string{
 	OK:        "success",
-	ENOENT:    "no such name: the generation, key or lease does not exist, or is not in this directory (a tombstoned generation under generations/, a published one under tombstones/, a lease of another generation)",
+	ENOENT:    "no such name: the generation, key or lease does not exist, or is not in this directory (a generation is listed only under the directory of its state, generations/, tombstones/ or retiring/; a lease only under its own generation and key)",
 	EEXIST:    "the name exists: O_EXCL create of an existing lease or file, mkdir/mknod/symlink/link of an existing name",
-	EPERM:     "the operation is not part of the tree's contract at that place, or the generation refuses new leases (tombstoned, retiring, or outside its restore window)",
-	EACCES:    "the daemon may not inspect the process a lease is bound to, so it cannot verify the exit a release needs",
-	EINVAL:    "a bad value: a lease name that is not a clone ID, or a write to a lease file",
-	EBUSY:     "the clone ID is already leased on another generation, or the lease's bound process is still running",
+	EPERM:     "the operation is not part of the tree's contract at that place; or the generation refuses it by state (new leases on a tombstoned, retiring or ineligible generation, retiring a published one, lifting a retiring one); or the daemon may not inspect the process a lease is bound to, so it cannot verify the exit a release needs",
+	EACCES:    "the caller is neither the store owner nor root: only they may change the tree, other users may only read; without allow_other the kernel refuses other users everything with EACCES",
+	EINVAL:    "a bad value: a lease name that is not a clone ID, or a write(2) that is not one command of the lease or ctl file's grammar",
+	EBUSY:     "the clone ID is already leased on another generation or key, the lease is bound to another process, its bound process is still running, or a retiring generation still holds leases",
 	EROFS:     "the node is immutable: payloads, rendered files and fixed directories take no write-open, truncate, chmod, chown, utimes or xattr change",
 	ENOTDIR:   "a directory operation named a file",
 	EISDIR:    "a file operation named a directory",
 	EOVERFLOW: "an object number does not fit an inode number (above 2^56-1)",
-	EIO:       "an error without a row in the table (store I/O, a damaged index or payload); logged with its whole chain",
+	ESRCH:     "a `pid N` write names no running process (or a thread that is not a thread-group leader, or a process that has exited)",
+	ETIMEDOUT: "a `kill` write: the bound process was still there when the bounded wait ended, or could not be signalled; the lease stays, in state teardown-failed",
+	EIO:       "store I/O failed or the index is damaged (including a malformed settings row); an error without a row in the table is logged with its whole chain",
 }
 
 // String returns the errno's name, e.g. "EROFS".
@@ -90,22 +95,35 @@ type ErrnoRow struct {
 // errnoTable is the one error table of templatefs, in match order. Choices
 // follow fuse-and-store-notes.md §C6: EEXIST for an existing lease, EPERM
 // (not EXDEV, so mv does not fall back to copy and delete) for renames
-// outside the one allowed transition and for a generation that refuses
-// new leases (a refusal per object), EROFS for immutable content, EINVAL
-// for bad values, EBUSY for an object held elsewhere or still in use.
+// outside the allowed transitions and for a generation whose state
+// refuses the operation (a refusal per object), EROFS for immutable
+// content, EINVAL for bad values, EBUSY for an object held elsewhere or
+// still in use. EACCES is kept for the caller's own permission (project
+// issue 3), so a process the daemon cannot inspect gets EPERM instead:
+// on a lease file no other refusal answers EPERM, so it stays
+// distinguishable from EBUSY (alive) and EACCES (not the owner). A failed
+// `kill` is ETIMEDOUT, not EBUSY: unlike a refused rm it changed the
+// lease (state teardown-failed), and the caller must be able to tell.
 var errnoTable = []ErrnoRow{
+	{ErrAccess, "leasefs.ErrAccess", EACCES, "a create, unlink, rmdir, rename, write, write-open, setattr or xattr change by a uid other than the store owner and root; nothing changes"},
 	{store.ErrNotFound, "store.ErrNotFound", ENOENT, "the generation, key or lease does not exist, or is not under this directory"},
 	{store.ErrInvalidID, "store.ErrInvalidID", EINVAL, "a created lease name is not a clone ID: 1 to 128 bytes of `[A-Za-z0-9._-]`, not starting with `.` or `-`"},
 	{store.ErrTombstoned, "store.ErrTombstoned", EPERM, "creating a lease on a tombstoned generation; granted leases keep working (fuse-and-store-notes.md §C6: a refusal per object)"},
-	{store.ErrRetiring, "store.ErrRetiring", EPERM, "creating a lease on a retiring generation (tombstoned, retirement recorded)"},
-	{store.ErrIneligible, "store.ErrIneligible", EPERM, "creating a lease on a generation outside its restore window or refused by the store's reboot/other-host policy; `status` gives the reason"},
-	{store.ErrLeaseConflict, "store.ErrLeaseConflict", EBUSY, "creating a lease whose clone ID already holds a lease on another generation"},
+	{store.ErrRetiring, "store.ErrRetiring", EPERM, "creating a lease on a retiring generation, or lifting it (`mv retiring/<gen> generations/<gen>`, `echo lift > ctl`)"},
+	{store.ErrNotTombstoned, "store.ErrNotTombstoned", EPERM, "retiring a published generation (`rmdir generations/<gen>`, `echo retire > ctl`): only tombstoned generations can be retired"},
+	{store.ErrIneligible, "store.ErrIneligible", EPERM, "creating a lease on a generation outside its restore window or refused by the store's reboot/other-host policy, or on a key with no such generation; `status` gives the reason"},
+	{store.ErrLeaseConflict, "store.ErrLeaseConflict", EBUSY, "creating a lease whose clone ID already holds a lease on another generation (or, under `keys/<key-id>/leases/`, another key)"},
+	{store.ErrLeaseBound, "store.ErrLeaseBound", EBUSY, "`pid N` to a lease bound to another process, even one that has exited: release it and acquire a new lease"},
+	{store.ErrNoProcess, "store.ErrNoProcess", ESRCH, "`pid N` names no process, a thread that is not a thread-group leader, or a process that has exited"},
+	{store.ErrTeardownFailed, "store.ErrTeardownFailed", ETIMEDOUT, "`kill`: after SIGKILL the process was still there when the wait (Options.KillWait, default " + DefaultKillWait.String() + ") ended, or it could not be signalled; the lease stays, state `teardown-failed`"},
 	{store.ErrProcessAlive, "store.ErrProcessAlive", EBUSY, "removing a lease whose bound process is still running; the lease stays"},
-	{store.ErrProcessUninspectable, "store.ErrProcessUninspectable", EACCES, "removing a lease whose bound process exists but cannot be inspected (for example /proc with hidepid); the lease stays"},
+	{store.ErrProcessUninspectable, "store.ErrProcessUninspectable", EPERM, "removing, binding or killing a lease whose process exists but cannot be inspected (for example /proc with hidepid); nothing changes"},
+	{ErrRetirementPending, "leasefs.ErrRetirementPending", EBUSY, "`rmdir retiring/<gen>`: the generation is already retiring and leaves when its last lease is released"},
+	{store.ErrInvalidSettings, "store.ErrInvalidSettings", EIO, "creating a lease while the store's settings row is malformed or names an unknown field (a newer build's policy is never loosened)"},
 	{ErrExist, "leasefs.ErrExist", EEXIST, "O_EXCL create of an existing lease or file; mkdir, mknod, symlink or link of an existing name"},
 	{ErrReadOnly, "leasefs.ErrReadOnly", EROFS, "write-open, truncate, chmod, chown, utimes or xattr change of a payload, rendered file or fixed directory"},
-	{ErrNotPermitted, "leasefs.ErrNotPermitted", EPERM, "create outside `generations/<gen>/leases/`, mkdir, mknod, symlink, link, rmdir, unlink outside leases directories, rename other than `generations/<gen>` to `tombstones/<gen>`, non-time setattr or xattr change on lease nodes"},
-	{ErrBadWrite, "leasefs.ErrBadWrite", EINVAL, "write(2) to a lease file: no values are accepted yet"},
+	{ErrNotPermitted, "leasefs.ErrNotPermitted", EPERM, "create outside the leases directories of a generation or key, mkdir, mknod, symlink, link, rmdir of anything but a generation, unlink outside leases directories, rename other than `generations/<gen>` to `tombstones/<gen>` and back, chmod, chown or xattr change of lease and ctl files"},
+	{ErrBadWrite, "leasefs.ErrBadWrite", EINVAL, "a write(2) to a lease or ctl file that is not one command of its grammar (see docs/leases.md), or longer than " + strconv.Itoa(MaxCommandLen) + " bytes"},
 	{ErrNotDir, "leasefs.ErrNotDir", ENOTDIR, "lookup, readdir or create below a file"},
 	{ErrIsDir, "leasefs.ErrIsDir", EISDIR, "open of a directory as a file"},
 	{ErrInoOverflow, "leasefs.ErrInoOverflow", EOVERFLOW, "generation ID or sequence number above 2^56-1 has no inode number"},

@@ -3,6 +3,7 @@ package leasefs
 import (
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,13 +45,29 @@ type fixture struct {
 	fs       *FS
 	gens     [6]store.Generation // gens[1..5]; index 0 unused
 	now      time.Time
+	caller   Caller          // who the ops of ops_test.go act as; owner unless a row says
+	procs    store.Processes // nil: the host's
 }
+
+// owner is the store owner (the test's euid); other is a uid that is
+// neither the owner nor root.
+var (
+	owner = Caller{UID: uint32(os.Geteuid())}
+	other = Caller{UID: uint32(os.Geteuid()) + 1000}
+)
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func newFixture(t *testing.T, c captures) *fixture {
 	t.Helper()
-	fx := &fixture{t: t, dir: filepath.Join(t.TempDir(), "store"), captures: c, now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	return newFixtureWith(t, c, nil)
+}
+
+// newFixtureWith is newFixture with the store's Processes replaced by
+// procs (nil: the host's).
+func newFixtureWith(t *testing.T, c captures, procs store.Processes) *fixture {
+	t.Helper()
+	fx := &fixture{t: t, dir: filepath.Join(t.TempDir(), "store"), captures: c, now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), caller: owner, procs: procs}
 	if err := store.Init(fx.dir); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +114,7 @@ func (fx *fixture) refresh() {
 // every record has a distinct, known time.
 func (fx *fixture) open() {
 	fx.t.Helper()
-	st, err := store.Open(fx.dir, store.Options{Logger: quiet, Now: func() time.Time {
+	st, err := store.Open(fx.dir, store.Options{Logger: quiet, Processes: fx.procs, Now: func() time.Time {
 		fx.now = fx.now.Add(time.Second)
 		return fx.now
 	}})

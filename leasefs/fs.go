@@ -12,20 +12,33 @@ import (
 	"templatefs/store"
 )
 
+// DefaultKillWait is how long a `kill` write waits for the bound process
+// to exit after SIGKILL before the lease is left in state teardown-failed
+// (project issue 3: "a bounded wait"). A SIGKILLed process normally exits
+// within milliseconds; one stuck in uninterruptible sleep (a hung NFS or
+// FUSE request) may not exit at all.
+const DefaultKillWait = 5 * time.Second
+
 // Options tunes an FS. The zero value is ready to use.
 type Options struct {
 	// Logger receives refusal lines (FS.Refuse); nil means slog.Default().
 	Logger *slog.Logger
+	// KillWait bounds the wait of a `kill` write (store.KillLease); zero
+	// means DefaultKillWait.
+	KillWait time.Duration
 }
 
-// FS is the namespace over one open store. It holds no tree state: every
-// call reads committed store state, so it is safe for concurrent use and
-// never serves a stale listing.
+// FS is the namespace over one open store. Its tree state is the store's:
+// every call reads committed store state, so it is safe for concurrent use
+// and never serves a stale listing. The one thing it keeps itself is each
+// generation's last refusal (refusals.go), in memory only.
 type FS struct {
 	st       *store.Store
 	log      *slog.Logger
 	uid, gid uint32
 	created  time.Time // store creation: the times of the fixed nodes
+	killWait time.Duration
+	refusals refusals
 }
 
 // New returns the namespace of st. Files are owned by the store owner
@@ -36,7 +49,10 @@ func New(st *store.Store, opts Options) (*FS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("leasefs: read store info: %w", err)
 	}
-	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: info.CreatedAt}
+	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: info.CreatedAt, killWait: opts.KillWait}
+	if f.killWait <= 0 {
+		f.killWait = DefaultKillWait
+	}
 	if gid := os.Getegid(); gid > 0 {
 		f.gid = uint32(gid)
 	}
@@ -60,6 +76,7 @@ var (
 		{"generations", KindGenerationsDir},
 		{"leases", KindLeasesDir},
 		{"tombstones", KindTombstonesDir},
+		{"retiring", KindRetiringDir},
 	}
 	keyEntries = []struct {
 		name string
@@ -67,6 +84,7 @@ var (
 	}{
 		{"key", KindKeyFile},
 		{"generations", KindKeyGenerationsFile},
+		{"leases", KindKeyLeasesDir},
 	}
 	generationEntries = []struct {
 		name string
@@ -74,6 +92,7 @@ var (
 	}{
 		{"manifest", KindManifestFile},
 		{"status", KindStatusFile},
+		{"ctl", KindCtlFile},
 		{"payload", KindPayloadDir},
 		{"leases", KindGenerationLeasesDir},
 	}
@@ -119,7 +138,7 @@ func (f *FS) Lookup(dir Node, name string) (Node, error) {
 				return Node{kind: e.kind, num: dir.num, name: dir.name}, nil
 			}
 		}
-	case KindGenerationsDir, KindTombstonesDir:
+	case KindGenerationsDir, KindTombstonesDir, KindRetiringDir:
 		id, err := store.ParseGenerationID(name)
 		if err != nil {
 			break
@@ -173,6 +192,21 @@ func (f *FS) Lookup(dir Node, name string) (Node, error) {
 			return Node{}, err
 		}
 		return objectNode(KindLeaseFile, l.Seq, l.CloneID)
+	case KindKeyLeasesDir:
+		if _, err := f.key(dir); err != nil {
+			return Node{}, err
+		}
+		if store.ValidateCloneID(name) != nil {
+			break
+		}
+		l, err := f.st.Lease(name)
+		if err != nil {
+			return Node{}, err
+		}
+		if l.KeyID != dir.name {
+			return Node{}, fmt.Errorf("lease %q is on key %s, not %s: %w", name, l.KeyID, dir.name, store.ErrNotFound)
+		}
+		return objectNode(KindLeaseFile, l.Seq, l.CloneID)
 	default:
 		return Node{}, fmt.Errorf("lookup %q in %s: %w", name, dir, ErrNotDir)
 	}
@@ -180,14 +214,19 @@ func (f *FS) Lookup(dir Node, name string) (Node, error) {
 }
 
 // listedIn reports whether a generation in state st is listed in dir
-// (KindGenerationsDir or KindTombstonesDir): generations/ holds published
-// generations, tombstones/ tombstoned and retiring ones (a retiring
-// generation stays readable there until its last lease is released).
+// (KindGenerationsDir, KindTombstonesDir or KindRetiringDir): each state
+// has its own directory, so a generation is in exactly one. A retiring
+// generation stays readable under retiring/ until its last lease is
+// released.
 func listedIn(dir Kind, st store.GenerationState) bool {
-	if dir == KindGenerationsDir {
-		return st == store.Published
-	}
-	return st != store.Published
+	return stateDir[st] == dir
+}
+
+// stateDir is the top-level directory listing generations in each state.
+var stateDir = map[store.GenerationState]Kind{
+	store.Published:  KindGenerationsDir,
+	store.Tombstoned: KindTombstonesDir,
+	store.Retiring:   KindRetiringDir,
 }
 
 func payloadNode(g store.GenerationID, name string) (Node, error) {
@@ -199,7 +238,8 @@ func payloadNode(g store.GenerationID, name string) (Node, error) {
 
 // ReadDir lists directory dir in a deterministic order: fixed entries in
 // the order of the package doc, keys by key ID, generations by ID, leases
-// by clone ID, payload files in publication order. Errors: ErrNotDir,
+// by clone ID, payload files in publication order. A key's leases
+// directory lists the leases on any generation of that key. Errors: ErrNotDir,
 // store.ErrNotFound when dir no longer exists, or the store's error.
 func (f *FS) ReadDir(dir Node) ([]DirEntry, error) {
 	var out []DirEntry
@@ -231,7 +271,7 @@ func (f *FS) ReadDir(dir Node) ([]DirEntry, error) {
 		for _, e := range keyEntries {
 			add(e.name, Node{kind: e.kind, num: dir.num, name: dir.name}, nil)
 		}
-	case KindGenerationsDir, KindTombstonesDir:
+	case KindGenerationsDir, KindTombstonesDir, KindRetiringDir:
 		gens, err := f.st.Generations()
 		if err != nil {
 			return nil, err
@@ -276,12 +316,20 @@ func (f *FS) ReadDir(dir Node) ([]DirEntry, error) {
 				return nil, err
 			}
 		}
-	case KindLeasesDir:
+	case KindLeasesDir, KindKeyLeasesDir:
+		if dir.kind == KindKeyLeasesDir {
+			if _, err := f.key(dir); err != nil {
+				return nil, err
+			}
+		}
 		leases, err := f.st.Leases()
 		if err != nil {
 			return nil, err
 		}
 		for _, l := range leases {
+			if dir.kind == KindKeyLeasesDir && l.KeyID != dir.name {
+				continue
+			}
 			if err := add(objectEntry(KindLeaseFile, l.Seq, l.CloneID, l.CloneID)); err != nil {
 				return nil, err
 			}

@@ -27,7 +27,10 @@ const (
 	KindPayloadFile                         // <gen>/payload/<artifact>
 	KindGenerationLeasesDir                 // <gen>/leases/
 	KindLeasesDir                           // leases/
-	KindLeaseFile                           // <gen>/leases/<clone-id> and leases/<clone-id>
+	KindLeaseFile                           // <gen>/leases/<clone-id>, leases/<clone-id>, keys/<key-id>/leases/<clone-id>
+	KindRetiringDir                         // retiring/
+	KindKeyLeasesDir                        // keys/<key-id>/leases/
+	KindCtlFile                             // <gen>/ctl
 )
 
 var kindNames = [...]string{
@@ -47,6 +50,9 @@ var kindNames = [...]string{
 	KindGenerationLeasesDir: "generation leases directory",
 	KindLeasesDir:           "leases directory",
 	KindLeaseFile:           "lease file",
+	KindRetiringDir:         "retiring directory",
+	KindKeyLeasesDir:        "key leases directory",
+	KindCtlFile:             "ctl file",
 }
 
 // String names the kind, e.g. "payload file".
@@ -69,8 +75,8 @@ func Kinds() []Kind {
 // IsDir reports whether nodes of this kind are directories.
 func (k Kind) IsDir() bool {
 	switch k {
-	case KindRoot, KindKeysDir, KindKeyDir, KindGenerationsDir, KindTombstonesDir,
-		KindGenerationDir, KindPayloadDir, KindGenerationLeasesDir, KindLeasesDir:
+	case KindRoot, KindKeysDir, KindKeyDir, KindGenerationsDir, KindTombstonesDir, KindRetiringDir,
+		KindGenerationDir, KindPayloadDir, KindGenerationLeasesDir, KindLeasesDir, KindKeyLeasesDir:
 		return true
 	}
 	return false
@@ -106,6 +112,7 @@ const (
 	InoGenerations = 4
 	InoLeases      = 5
 	InoTombstones  = 6
+	InoRetiring    = 7
 )
 
 // inoClass is the class byte of each kind with a per-object number.
@@ -114,11 +121,13 @@ var inoClass = map[Kind]uint64{
 	KindKeyDir:              0x01,
 	KindKeyFile:             0x02,
 	KindKeyGenerationsFile:  0x03,
+	KindKeyLeasesDir:        0x04,
 	KindGenerationDir:       0x10,
 	KindManifestFile:        0x11,
 	KindStatusFile:          0x12,
 	KindPayloadDir:          0x13,
 	KindGenerationLeasesDir: 0x14,
+	KindCtlFile:             0x15,
 	KindPayloadFile:         0x18, // + artifact index, up to 0x1f
 	KindLeaseFile:           0x20,
 }
@@ -148,7 +157,7 @@ func (n Node) IsDir() bool { return n.kind.IsDir() }
 // zero.
 func (n Node) Generation() store.GenerationID {
 	switch n.kind {
-	case KindGenerationDir, KindManifestFile, KindStatusFile, KindPayloadDir, KindPayloadFile, KindGenerationLeasesDir:
+	case KindGenerationDir, KindManifestFile, KindStatusFile, KindPayloadDir, KindPayloadFile, KindGenerationLeasesDir, KindCtlFile:
 		return store.GenerationID(n.num)
 	}
 	return 0
@@ -156,19 +165,20 @@ func (n Node) Generation() store.GenerationID {
 
 // Immutable reports whether the node's attributes and content never change
 // and its name never leaves its parent while its generation or key exists:
-// payload directories and files, manifest files and key files. Adapters may
+// payload directories and files, manifest, ctl and key files (a ctl file
+// always reads the same; writes to it change other nodes). Adapters may
 // let the kernel cache these for long; everything else can change at any
 // commit and must not be cached.
 func (n Node) Immutable() bool {
 	switch n.kind {
-	case KindPayloadDir, KindPayloadFile, KindManifestFile, KindKeyFile:
+	case KindPayloadDir, KindPayloadFile, KindManifestFile, KindKeyFile, KindCtlFile:
 		return true
 	}
 	return false
 }
 
 // Ino returns the node's inode number, stable across unmounts and daemon
-// restarts: the fixed numbers InoRoot..InoTombstones, else
+// restarts: the fixed numbers InoRoot..InoRetiring, else
 // class<<56 | object number with the classes of the package doc.
 func (n Node) Ino() uint64 {
 	switch n.kind {
@@ -184,6 +194,8 @@ func (n Node) Ino() uint64 {
 		return InoLeases
 	case KindTombstonesDir:
 		return InoTombstones
+	case KindRetiringDir:
+		return InoRetiring
 	}
 	class := inoClass[n.kind]
 	if n.kind == KindPayloadFile {
@@ -196,7 +208,7 @@ func (n Node) Ino() uint64 {
 // String describes the node for logs, e.g. "payload file g000003/memory.bin".
 func (n Node) String() string {
 	switch n.kind {
-	case KindKeyDir, KindKeyFile, KindKeyGenerationsFile:
+	case KindKeyDir, KindKeyFile, KindKeyGenerationsFile, KindKeyLeasesDir:
 		return fmt.Sprintf("%s %s", n.kind, n.name)
 	case KindPayloadFile:
 		return fmt.Sprintf("%s %s/%s", n.kind, store.GenerationID(n.num), n.name)

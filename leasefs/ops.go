@@ -3,6 +3,8 @@ package leasefs
 import (
 	"fmt"
 	"os"
+
+	"templatefs/store"
 )
 
 // OpenFlags is what an open(2) asks for, decoded from the platform's flags
@@ -14,9 +16,9 @@ type OpenFlags struct {
 
 // Handle is an open file. Exactly one of Data and File is set.
 type Handle struct {
-	// Data is the content of a text or lease file, rendered at open: the
-	// handle keeps reading this snapshot, so adapters serve it without the
-	// page cache (direct I/O) and cat never mixes two renderings.
+	// Data is the content of a text, lease or ctl file, rendered at open:
+	// the handle keeps reading this snapshot, so adapters serve it without
+	// the page cache (direct I/O) and cat never mixes two renderings.
 	Data []byte
 	// File is a payload's backing file, opened read-only with O_NOFOLLOW.
 	// The caller owns it and must close it. Payloads never change, so
@@ -24,19 +26,35 @@ type Handle struct {
 	File *os.File
 }
 
-// Open opens file node n. Payload files and text files open read-only:
-// a write or truncating open is ErrReadOnly. Lease files open for writing
-// (touch opens its target O_WRONLY), but truncating one is
-// ErrNotPermitted. Errors also: ErrIsDir, store.ErrNotFound when the node
-// no longer exists, the store's open error.
-func (f *FS) Open(n Node, fl OpenFlags) (Handle, error) {
+// isWritable reports whether n takes writes: lease files (`pid N`,
+// `kill`) and ctl files (`tombstone`, `lift`, `retire`).
+func (n Node) isWritable() bool { return n.kind == KindLeaseFile || n.kind == KindCtlFile }
+
+// isLeaseNode reports whether n is a writable file or a leases directory:
+// the nodes that accept a change of times (and, for files, of size) as a
+// no-op, and refuse other attribute changes with ErrNotPermitted rather
+// than ErrReadOnly.
+func (n Node) isLeaseNode() bool {
+	return n.isWritable() || n.kind == KindGenerationLeasesDir || n.kind == KindLeasesDir || n.kind == KindKeyLeasesDir
+}
+
+// Open opens file node n for c. Payload files and text files open
+// read-only: a write or truncating open is ErrReadOnly. Lease and ctl
+// files open for writing, O_TRUNC included (`echo pid 123 > file` opens
+// O_WRONLY|O_TRUNC; truncating them is a no-op), but only for the store
+// owner and root (ErrAccess). Errors also: ErrIsDir, store.ErrNotFound
+// when the node no longer exists, the store's open error.
+func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 	switch {
 	case n.IsDir():
 		return Handle{}, fmt.Errorf("open %s: %w", n, ErrIsDir)
-	case n.kind == KindLeaseFile && fl.Truncate:
-		return Handle{}, fmt.Errorf("truncate %s: %w", n, ErrNotPermitted)
-	case n.kind != KindLeaseFile && (fl.Write || fl.Truncate):
-		return Handle{}, fmt.Errorf("open %s for writing: %w", n, ErrReadOnly)
+	case fl.Write || fl.Truncate:
+		if err := f.authorize(c, "open "+n.String()+" for writing"); err != nil {
+			return Handle{}, err
+		}
+		if !n.isWritable() {
+			return Handle{}, fmt.Errorf("open %s for writing: %w", n, ErrReadOnly)
+		}
 	case n.kind == KindPayloadFile:
 		file, err := f.st.OpenPayload(n.Generation(), n.name)
 		if err != nil {
@@ -51,15 +69,6 @@ func (f *FS) Open(n Node, fl OpenFlags) (Handle, error) {
 	return Handle{Data: data}, nil
 }
 
-// Write is the answer to write(2) on an open node: ErrBadWrite for a lease
-// file (no values are accepted yet), ErrReadOnly for everything else.
-func (f *FS) Write(n Node) error {
-	if n.kind == KindLeaseFile {
-		return fmt.Errorf("write %s: %w", n, ErrBadWrite)
-	}
-	return fmt.Errorf("write %s: %w", n, ErrReadOnly)
-}
-
 // AttrChange is the set of attributes a setattr asks to change.
 type AttrChange uint8
 
@@ -71,113 +80,214 @@ const (
 	ChangeTimes                        // utimes: atime, mtime or ctime, explicit or "now"
 )
 
-// isLeaseNode reports whether n is a lease file or a leases directory: the
-// only nodes whose namespace changes through the mount.
-func (n Node) isLeaseNode() bool {
-	return n.kind == KindLeaseFile || n.kind == KindGenerationLeasesDir || n.kind == KindLeasesDir
-}
-
-// SetAttr applies a setattr to n. Lease files and leases directories
-// accept a change of times as a no-op, so touch on a lease succeeds; any
+// SetAttr applies setattr change ch to n for c. Lease and ctl files accept
+// a change of times or size as a no-op (touch and the truncate of
+// `echo ... > file` succeed), leases directories a change of times; any
 // other change to them is ErrNotPermitted. Every other node is immutable:
-// any change is ErrReadOnly. An empty change succeeds. Errors also:
+// any change is ErrReadOnly. An empty change succeeds for anyone; any
+// other needs the store owner or root (ErrAccess). Errors also:
 // store.ErrNotFound when the node no longer exists.
-func (f *FS) SetAttr(n Node, c AttrChange) error {
+func (f *FS) SetAttr(n Node, ch AttrChange, c Caller) error {
 	if _, err := f.Attr(n); err != nil {
 		return err
 	}
-	switch {
-	case c == 0:
+	if ch == 0 {
 		return nil
+	}
+	if err := f.authorize(c, "setattr "+n.String()); err != nil {
+		return err
+	}
+	allowed := ChangeTimes
+	if n.isWritable() {
+		allowed |= ChangeSize
+	}
+	switch {
 	case !n.isLeaseNode():
 		return fmt.Errorf("setattr %s: %w", n, ErrReadOnly)
-	case c&^ChangeTimes != 0:
-		return fmt.Errorf("setattr %s: only times may change: %w", n, ErrNotPermitted)
+	case ch&^allowed != 0:
+		return fmt.Errorf("setattr %s: only times (and the size of lease and ctl files) may change: %w", n, ErrNotPermitted)
 	}
 	return nil
 }
 
-// ChangeXattr is the answer to setxattr(2) and removexattr(2): the tree
-// stores no extended attributes, so lease nodes give ErrNotPermitted and
-// every other node ErrReadOnly.
-func (f *FS) ChangeXattr(n Node, name string) error {
+// ChangeXattr is the answer to setxattr(2) and removexattr(2) by c: the
+// tree stores no extended attributes, so lease nodes give ErrNotPermitted
+// and every other node ErrReadOnly (ErrAccess first for other users).
+func (f *FS) ChangeXattr(n Node, name string, c Caller) error {
+	if err := f.authorize(c, fmt.Sprintf("set xattr %q on %s", name, n)); err != nil {
+		return err
+	}
 	if n.isLeaseNode() {
 		return fmt.Errorf("set xattr %q on %s: %w", name, n, ErrNotPermitted)
 	}
 	return fmt.Errorf("set xattr %q on %s: %w", name, n, ErrReadOnly)
 }
 
-// Create is open(2) with O_CREAT of name in dir. If name exists, excl
-// (O_EXCL) gives ErrExist and otherwise the existing node is returned, to
-// be opened (a retried create of a lease just opens it). A new name is
-// allowed only in generations/<gen>/leases/ (or tombstones/<gen>/leases/,
-// where the store refuses): it acquires a lease with store.AcquireLease,
-// durable when Create returns. Errors: ErrNotPermitted for a new name
-// elsewhere, ErrNotDir, and AcquireLease's store.ErrInvalidID,
-// store.ErrNotFound, store.ErrTombstoned, store.ErrRetiring,
-// store.ErrIneligible, store.ErrLeaseConflict.
-func (f *FS) Create(dir Node, name string, excl bool) (Node, error) {
+// Create is open(2) with O_CREAT of name in dir by c; it returns the lease
+// file with its attributes and content (Created). If name exists, excl
+// (O_EXCL) gives ErrExist; otherwise an existing lease file is returned
+// (a retried create of a lease just opens it) and any other existing
+// name gives ErrExist. A new name is
+// allowed only in a generation's leases directory, where it acquires a
+// lease on that generation with store.AcquireLease (refused by the store
+// under tombstones/ and retiring/), and in keys/<key-id>/leases/, where
+// it acquires one on the key's newest eligible published generation with
+// store.AcquireLeaseByKey; either is durable when Create returns. Errors:
+// ErrAccess, ErrNotPermitted for a new name elsewhere, ErrNotDir, the
+// store's store.ErrInvalidID, store.ErrNotFound, store.ErrTombstoned,
+// store.ErrRetiring, store.ErrIneligible, store.ErrLeaseConflict. A refusal
+// in a generation's leases directory is remembered as its last refusal.
+func (f *FS) Create(dir Node, name string, excl bool, c Caller) (cr Created, err error) {
+	defer func() { f.refusals.note(dir.Generation(), "create "+name, err) }()
+	if err := f.authorize(c, fmt.Sprintf("create %q in %s", name, dir)); err != nil {
+		return Created{}, err
+	}
 	existing, err := f.Lookup(dir, name)
 	switch {
 	case err == nil && excl:
-		return Node{}, fmt.Errorf("create %q in %s: %w", name, dir, ErrExist)
+		return Created{}, fmt.Errorf("create %q in %s: %w", name, dir, ErrExist)
+	case err == nil && existing.kind == KindLeaseFile:
+		l, err := f.lease(existing)
+		if err != nil {
+			return Created{}, err
+		}
+		return f.createdLease(existing, l)
 	case err == nil:
-		return existing, nil
+		a, err := f.Attr(existing)
+		return Created{Node: existing, Attr: a}, err
 	case !isNotFound(err):
-		return Node{}, err
-	case dir.kind != KindGenerationLeasesDir:
-		return Node{}, fmt.Errorf("create %q in %s: files are created only in generation leases directories: %w", name, dir, ErrNotPermitted)
+		return Created{}, err
 	}
-	l, created, err := f.st.AcquireLease(dir.Generation(), name)
-	if err != nil {
-		return Node{}, fmt.Errorf("create lease %q on %s: %w", name, dir.Generation(), err)
+	var l store.Lease
+	var created bool
+	switch dir.kind {
+	case KindGenerationLeasesDir:
+		l, created, err = f.st.AcquireLease(dir.Generation(), name)
+	case KindKeyLeasesDir:
+		l, created, err = f.st.AcquireLeaseByKey(dir.name, name)
+	default:
+		return Created{}, fmt.Errorf("create %q in %s: files are created only in leases directories of a generation or key: %w", name, dir, ErrNotPermitted)
 	}
-	if !created && excl {
-		return Node{}, fmt.Errorf("create lease %q on %s: %w", name, dir.Generation(), ErrExist)
-	}
-	return objectNode(KindLeaseFile, l.Seq, l.CloneID)
-}
-
-// Remove is unlink(2) of name in dir. Only lease files can be removed,
-// through either of their names; removal releases the lease with
-// store.ReleaseLease, which removes a bound lease only once its process
-// has verifiably exited. Errors: the Lookup errors (store.ErrNotFound,
-// ErrNotDir), ErrIsDir for a directory, ErrNotPermitted for any other
-// file, ReleaseLease's errors (store.ErrProcessAlive,
-// store.ErrProcessUninspectable).
-func (f *FS) Remove(dir Node, name string) error {
-	n, err := f.Lookup(dir, name)
 	switch {
 	case err != nil:
+		return Created{}, fmt.Errorf("create lease %q in %s: %w", name, dir, err)
+	case !created && excl:
+		return Created{}, fmt.Errorf("create lease %q in %s: %w", name, dir, ErrExist)
+	}
+	n, err := objectNode(KindLeaseFile, l.Seq, l.CloneID)
+	if err != nil {
+		return Created{}, err
+	}
+	return f.createdLease(n, l)
+}
+
+// Created is the lease file that Create made or found, with its
+// attributes and content as of the acquisition. Adapters answer the
+// create(2) from it rather than reading the store again: another caller
+// may release the lease in between, and the create must still succeed,
+// like an open(O_CREAT) of a file that is unlinked right after.
+type Created struct {
+	Node Node
+	Attr Attr
+	// Data is the lease record as `cat` shows it, for a lease file; nil
+	// for any other existing node, which the adapter opens with Open.
+	Data []byte
+}
+
+func (f *FS) createdLease(n Node, l store.Lease) (Created, error) {
+	a, data, err := f.leaseAttr(n, l)
+	return Created{Node: n, Attr: a, Data: data}, err
+}
+
+// Remove is unlink(2) of name in dir by c. Only lease files can be
+// removed, through any of their names; removal releases the lease with
+// store.ReleaseLease, which removes a bound lease only once its process
+// has verifiably exited. Errors: ErrAccess, the Lookup errors
+// (store.ErrNotFound, ErrNotDir), ErrIsDir for a directory,
+// ErrNotPermitted for any other file, ReleaseLease's errors
+// (store.ErrProcessAlive, store.ErrProcessUninspectable). A refused
+// release is remembered as its generation's last refusal.
+func (f *FS) Remove(dir Node, name string, c Caller) (err error) {
+	n, lerr := f.Lookup(dir, name)
+	gen := dir.Generation()
+	if lerr == nil && n.kind == KindLeaseFile {
+		if l, err := f.lease(n); err == nil {
+			gen = l.Generation
+		}
+	}
+	defer func() { f.refusals.note(gen, "unlink "+name, err) }()
+	if err := f.authorize(c, fmt.Sprintf("unlink %q in %s", name, dir)); err != nil {
 		return err
+	}
+	switch {
+	case lerr != nil:
+		return lerr
 	case n.IsDir():
 		return fmt.Errorf("unlink %s: %w", n, ErrIsDir)
 	case n.kind != KindLeaseFile:
 		return fmt.Errorf("unlink %s: only lease files can be removed: %w", n, ErrNotPermitted)
 	}
-	if err := f.st.ReleaseLease(n.name); err != nil {
+	if err := f.st.ReleaseLeaseSeq(n.name, n.num); err != nil {
 		return fmt.Errorf("release lease %q: %w", n.name, err)
 	}
 	return nil
 }
 
-// Rmdir is rmdir(2) of name in dir: no directory can be removed. Errors:
-// the Lookup errors, ErrNotDir for a file, else ErrNotPermitted.
-func (f *FS) Rmdir(dir Node, name string) error {
-	n, err := f.Lookup(dir, name)
-	switch {
-	case err != nil:
+// Rmdir is rmdir(2) of name in dir by c. A generation directory always
+// has children, so rmdir here does not mean "remove an empty directory":
+// it is the retirement transition (project issue 3).
+//
+//   - tombstones/<gen>: store.Retire records the intent durably and the
+//     generation moves to retiring/<gen>/, readable by its lease holders,
+//     until its last lease is released; one without leases is deleted at
+//     once.
+//   - generations/<gen>: store.ErrNotTombstoned; only tombstoned
+//     generations can be retired.
+//   - retiring/<gen>: retried with store.Retire (which resumes a deletion
+//     that failed); if the generation still exists, ErrRetirementPending.
+//   - any other directory: ErrNotPermitted.
+//
+// Errors also: ErrAccess, the Lookup errors, ErrNotDir for a file. A
+// refused rmdir in a generation is remembered as its last refusal.
+func (f *FS) Rmdir(dir Node, name string, c Caller) (err error) {
+	n, lerr := f.Lookup(dir, name)
+	gen := n.Generation()
+	defer func() { f.refusals.note(gen, "rmdir "+name, err) }()
+	if err := f.authorize(c, fmt.Sprintf("rmdir %q in %s", name, dir)); err != nil {
 		return err
+	}
+	switch {
+	case lerr != nil:
+		return lerr
 	case !n.IsDir():
 		return fmt.Errorf("rmdir %s: %w", n, ErrNotDir)
+	case n.kind != KindGenerationDir:
+		return fmt.Errorf("rmdir %s: %w", n, ErrNotPermitted)
 	}
-	return fmt.Errorf("rmdir %s: %w", n, ErrNotPermitted)
+	if _, err := f.st.Retire(gen, c.UID); err != nil {
+		return fmt.Errorf("rmdir %s: %w", n, err)
+	}
+	if dir.kind != KindRetiringDir {
+		return nil
+	}
+	leases, err := f.st.GenerationLeases(gen)
+	switch {
+	case isNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("rmdir %s: %d leases remain: %w", n, len(leases), ErrRetirementPending)
 }
 
-// MakeEntry is mkdir(2), mknod(2), symlink(2) and link(2) of name in dir:
-// the tree makes no such entries. Errors: ErrExist when name exists (as
-// the kernel answers before asking), ErrNotDir, else ErrNotPermitted.
-func (f *FS) MakeEntry(dir Node, name string) error {
+// MakeEntry is mkdir(2), mknod(2), symlink(2) and link(2) of name in dir
+// by c: the tree makes no such entries. Errors: ErrAccess, ErrExist when
+// name exists (as the kernel answers before asking), ErrNotDir, else
+// ErrNotPermitted.
+func (f *FS) MakeEntry(dir Node, name string, c Caller) error {
+	if err := f.authorize(c, fmt.Sprintf("make %q in %s", name, dir)); err != nil {
+		return err
+	}
 	_, err := f.Lookup(dir, name)
 	switch {
 	case err == nil:
@@ -198,27 +308,46 @@ const (
 	RenameWhiteout                          // RENAME_WHITEOUT
 )
 
-// Rename is rename(2) of oldDir/oldName to newDir/newName. The only rename
-// is generations/<gen> to tombstones/<gen> (same name; flags 0 or
-// RenameNoReplace), which tombstones the generation with store.Tombstone,
-// recording uid (the caller's). Errors: the Lookup errors for the source
-// (a generation already tombstoned is not under generations/:
-// store.ErrNotFound), ErrNotPermitted for every other rename, including
-// other names and flags (EPERM, not EXDEV, so mv does not fall back to
-// copy and delete: fuse-and-store-notes.md §C6), the store's errors.
-func (f *FS) Rename(oldDir Node, oldName string, newDir Node, newName string, flags RenameFlags, uid uint32) error {
-	src, err := f.Lookup(oldDir, oldName)
-	switch {
-	case err != nil:
+// Rename is rename(2) of oldDir/oldName to newDir/newName by c. Two
+// renames exist, both of a generation directory to the same name, with
+// flags 0 or RenameNoReplace:
+//
+//   - generations/<gen> to tombstones/<gen>: store.Tombstone, recording
+//     c's uid; granted leases keep working.
+//   - tombstones/<gen> (or retiring/<gen>) to generations/<gen>:
+//     store.Lift; a retiring generation is refused with store.ErrRetiring.
+//
+// Errors: ErrAccess, the Lookup errors for the source (a generation
+// already tombstoned is not under generations/: store.ErrNotFound),
+// ErrNotPermitted for every other rename, including other names and flags
+// (EPERM, not EXDEV, so mv does not fall back to copy and delete:
+// fuse-and-store-notes.md §C6), the store's errors. A refused rename of a
+// generation (or a node in it) is remembered as its last refusal.
+func (f *FS) Rename(oldDir Node, oldName string, newDir Node, newName string, flags RenameFlags, c Caller) (err error) {
+	src, lerr := f.Lookup(oldDir, oldName)
+	gen := src.Generation()
+	defer func() { f.refusals.note(gen, "rename "+oldName, err) }()
+	if err := f.authorize(c, fmt.Sprintf("rename %q in %s", oldName, oldDir)); err != nil {
 		return err
+	}
+	switch {
+	case lerr != nil:
+		return lerr
 	case flags&^RenameNoReplace != 0:
 		return fmt.Errorf("rename %s with flags %#x: %w", src, uint32(flags), ErrNotPermitted)
-	case oldDir.kind != KindGenerationsDir || newDir.kind != KindTombstonesDir || oldName != newName:
-		return fmt.Errorf("rename %q in %s to %q in %s: the only rename is generations/<gen> to tombstones/<gen>: %w",
+	case src.kind != KindGenerationDir || oldName != newName:
+		return fmt.Errorf("rename %q in %s to %q in %s: only a generation moves, between generations/<gen> and tombstones/<gen>: %w",
 			oldName, oldDir, newName, newDir, ErrNotPermitted)
-	}
-	if _, err := f.st.Tombstone(src.Generation(), uid); err != nil {
-		return fmt.Errorf("tombstone %s: %w", src.Generation(), err)
+	case oldDir.kind == KindGenerationsDir && newDir.kind == KindTombstonesDir:
+		if _, err := f.st.Tombstone(gen, c.UID); err != nil {
+			return fmt.Errorf("tombstone %s: %w", gen, err)
+		}
+	case newDir.kind == KindGenerationsDir && (oldDir.kind == KindTombstonesDir || oldDir.kind == KindRetiringDir):
+		if _, err := f.st.Lift(gen); err != nil {
+			return fmt.Errorf("lift %s: %w", gen, err)
+		}
+	default:
+		return fmt.Errorf("rename %q in %s to %s: only generations/<gen> to tombstones/<gen> and back: %w", oldName, oldDir, newDir, ErrNotPermitted)
 	}
 	return nil
 }

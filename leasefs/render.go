@@ -11,7 +11,7 @@ import (
 	"templatefs/store/manifest"
 )
 
-// content renders a text or lease file. Texts are small and rendered on
+// content renders a text, lease or ctl file. Texts are small and rendered on
 // every getattr and open, so a file never shows stale data.
 func (f *FS) content(n Node) ([]byte, error) {
 	switch n.kind {
@@ -37,6 +37,11 @@ func (f *FS) content(n Node) ([]byte, error) {
 			return nil, err
 		}
 		return renderLease(l)
+	case KindCtlFile:
+		if _, err := f.st.Generation(n.Generation()); err != nil {
+			return nil, err
+		}
+		return ctlText, nil
 	}
 	return nil, fmt.Errorf("render %s: not a text file", n)
 }
@@ -122,10 +127,11 @@ func (f *FS) renderManifest(gen store.GenerationID) ([]byte, error) {
 }
 
 // renderStatus renders <gen>/status: the state first, then the record's
-// times, the restore-window verdict (store.Eligibility) and whether a new
-// lease would be granted, with the errno and reason of a refusal. A
-// verdict that cannot be computed (host facts unreadable) is shown, not
-// returned, so status stays readable.
+// times, the restore-window verdict (store.Eligibility), whether a new
+// lease would be granted, with the errno and reason of a refusal, and the
+// generation's last refused mutation (refusals.go; "none" after a daemon
+// restart). A verdict that cannot be computed (host facts unreadable) is
+// shown, not returned, so status stays readable.
 func (f *FS) renderStatus(g store.Generation) ([]byte, error) {
 	leases, err := f.st.GenerationLeases(g.ID)
 	if err != nil {
@@ -170,6 +176,11 @@ func (f *FS) renderStatus(g store.Generation) ([]byte, error) {
 		w.line("new_leases", "granted")
 	} else {
 		w.line("new_leases", fmt.Sprintf("refused (%s): %v", ToErrno(refusal), refusal))
+	}
+	if r, ok := f.refusals.get(g.ID); ok {
+		w.line("last_refusal", r)
+	} else {
+		w.line("last_refusal", "none")
 	}
 	return []byte(w.b.String()), nil
 }

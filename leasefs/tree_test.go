@@ -45,8 +45,14 @@ func TestLookup(t *testing.T) {
 		{"tombstones/g000002/payload/memory.bin", KindPayloadFile, OK},
 		{"tombstones/g000002/leases/c2", KindLeaseFile, OK},
 		{"generations/g000004", KindGenerationDir, OK}, // ineligible, still published
-		{"tombstones/g000005", KindGenerationDir, OK},  // retiring
-		{"tombstones/g000005/leases/c5", KindLeaseFile, OK},
+		{"retiring", KindRetiringDir, OK},
+		{"retiring/g000005", KindGenerationDir, OK}, // retiring
+		{"retiring/g000005/leases/c5", KindLeaseFile, OK},
+		{"retiring/g000005/ctl", KindCtlFile, OK},
+		{"generations/g000001/ctl", KindCtlFile, OK},
+		{"keys/" + fx.gens[1].KeyID + "/leases", KindKeyLeasesDir, OK},
+		{"keys/" + fx.gens[1].KeyID + "/leases/c1", KindLeaseFile, OK},
+		{"keys/" + fx.gens[1].KeyID + "/leases/c5", KindLeaseFile, OK},
 
 		{"nope", 0, ENOENT},
 		{"keys/" + strings.Repeat("0", 64), 0, ENOENT},
@@ -54,7 +60,12 @@ func TestLookup(t *testing.T) {
 		{"keys/" + fx.gens[1].KeyID + "/nope", 0, ENOENT},
 		{"generations/g000002", 0, ENOENT}, // tombstoned: only under tombstones/
 		{"tombstones/g000001", 0, ENOENT},  // published: only under generations/
-		{"generations/g000005", 0, ENOENT}, // retiring: only under tombstones/
+		{"generations/g000005", 0, ENOENT}, // retiring: only under retiring/
+		{"tombstones/g000005", 0, ENOENT},
+		{"retiring/g000002", 0, ENOENT},
+		{"keys/" + fx.gens[1].KeyID + "/leases/nobody", 0, ENOENT},
+		{"keys/" + fx.gens[1].KeyID + "/leases/.bad", 0, ENOENT},
+		{"generations/g000001/ctl/x", 0, ENOTDIR},
 		{"generations/g000009", 0, ENOENT},
 		{"generations/g1", 0, ENOENT}, // not the one spelling of g000001
 		{"generations/g000001/nope", 0, ENOENT},
@@ -129,7 +140,7 @@ func TestTreeConsistency(t *testing.T) {
 	}
 	gen := func(dir, g string, leases ...string) []string {
 		p := dir + "/" + g
-		out := []string{p, p + "/leases", p + "/manifest", p + "/payload", p + "/payload/manifest.bin",
+		out := []string{p, p + "/ctl", p + "/leases", p + "/manifest", p + "/payload", p + "/payload/manifest.bin",
 			p + "/payload/memory.bin", p + "/payload/state.bin", p + "/status"}
 		for _, l := range leases {
 			out = append(out, p+"/leases/"+l)
@@ -138,9 +149,10 @@ func TestTreeConsistency(t *testing.T) {
 	}
 	key := "keys/" + fx.gens[1].KeyID
 	want := slices.Concat(
-		[]string{".", "generations", "keys", key, key + "/generations", key + "/key", "leases", "leases/c1", "leases/c2", "leases/c5", "store", "tombstones"},
+		[]string{".", "generations", "keys", key, key + "/generations", key + "/key", key + "/leases", key + "/leases/c1", key + "/leases/c2", key + "/leases/c5",
+			"leases", "leases/c1", "leases/c2", "leases/c5", "retiring", "store", "tombstones"},
 		gen("generations", "g000001", "c1"), gen("generations", "g000003"), gen("generations", "g000004"),
-		gen("tombstones", "g000002", "c2"), gen("tombstones", "g000005", "c5"),
+		gen("tombstones", "g000002", "c2"), gen("retiring", "g000005", "c5"),
 	)
 	slices.Sort(want)
 	if got := slices.Sorted(maps.Keys(tree)); !slices.Equal(got, want) {
@@ -183,7 +195,12 @@ func TestInoEncoding(t *testing.T) {
 		{"generations", InoGenerations},
 		{"leases", InoLeases},
 		{"tombstones", InoTombstones},
+		{"retiring", InoRetiring},
 		{"keys/" + k.ID, 0x01<<56 | k.Seq},
+		{"keys/" + k.ID + "/leases", 0x04<<56 | k.Seq},
+		{"keys/" + k.ID + "/leases/c1", 0x20<<56 | l1.Seq},
+		{"generations/g000003/ctl", 0x15<<56 | 3},
+		{"retiring/g000005", 0x10<<56 | 5},
 		{"keys/" + k.ID + "/key", 0x02<<56 | k.Seq},
 		{"keys/" + k.ID + "/generations", 0x03<<56 | k.Seq},
 		{"generations/g000003", 0x10<<56 | 3},
@@ -226,7 +243,7 @@ func TestLeaseNodeIdentity(t *testing.T) {
 	if _, err := fx.fs.Attr(old); ToErrno(err) != ENOENT {
 		t.Errorf("Attr of released lease node = %v, want ENOENT", err)
 	}
-	if _, err := fx.fs.Open(old, OpenFlags{}); ToErrno(err) != ENOENT {
+	if _, err := fx.fs.Open(old, OpenFlags{}, owner); ToErrno(err) != ENOENT {
 		t.Errorf("Open of released lease node = %v, want ENOENT", err)
 	}
 	if _, err := fx.fs.Attr(now); err != nil {

@@ -100,11 +100,14 @@ func (s *Store) KillLease(cloneID string, wait time.Duration) error {
 // deleted there (released is true). Any other is durably marked Releasing
 // before its process is checked; prior is the state to restore if the
 // check keeps the lease (Releasing itself restores to Bound).
-func (s *Store) beginRelease(cloneID string) (lease Lease, prior LeaseState, released bool, err error) {
+func (s *Store) beginRelease(cloneID string, seq uint64) (lease Lease, prior LeaseState, released bool, err error) {
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		var err error
 		if lease, err = readLeaseTx(tx, cloneID); err != nil {
 			return err
+		}
+		if seq != 0 && lease.Seq != seq {
+			return fmt.Errorf("lease %q has sequence %d, not %d (released and acquired again): %w", cloneID, lease.Seq, seq, ErrNotFound)
 		}
 		if lease.State == Reserved {
 			released = true

@@ -1,3 +1,7 @@
+//go:build linux
+
+// Lease binding against real processes: sleep(1), /proc, pidfds, zombies.
+
 package store_test
 
 import (

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
-	"golang.org/x/sys/unix"
 )
 
 // beginPublication marks publication id as in progress from the moment
@@ -207,9 +206,9 @@ func (c *checker) artifacts(root string, g Generation, jobs []digestJob) ([]dige
 }
 
 // fileSHA256 returns the lowercase hex SHA-256 of the file at path,
-// opened without following a final symbolic link.
+// opened without following a final symbolic link (openNoFollow).
 func fileSHA256(path string) (string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	f, err := openNoFollow(path)
 	if err != nil {
 		return "", err
 	}

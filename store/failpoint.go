@@ -1,14 +1,12 @@
 package store
 
-import (
-	"os"
-	"syscall"
-)
+import "os"
 
 // FailpointEnv names the environment variable that arms a fail point: when
-// it equals a fail point's name, the process kills itself with SIGKILL on
-// reaching that point. Crash tests set it on a real templatefs process and
-// then check that reopening the store recovers. Names in use:
+// it equals a fail point's name, the process kills itself on reaching that
+// point (SIGKILL on Linux; TerminateProcess with exit code 137 on
+// Windows). Crash tests set it on a real templatefs process and then
+// check that reopening the store recovers. Names in use:
 // publish-reserved, publish-copied-<artifact>, publish-renamed,
 // lease-committed (AcquireLease, AcquireLeaseByKey), tombstone-committed,
 // lift-committed, retire-intent-committed, retire-record-deleted,
@@ -22,7 +20,7 @@ var armedFailpoint = os.Getenv(FailpointEnv)
 
 func failpoint(name string) {
 	if armedFailpoint != "" && armedFailpoint == name {
-		syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {} // SIGKILL is not delivered synchronously; never return
+		killSelf()
+		select {} // the kill is not synchronous; never return
 	}
 }

@@ -1,10 +1,8 @@
 package store
 
 import (
-	"encoding/hex"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,16 +35,9 @@ func ReadHostFacts() (HostFacts, error) {
 
 // readHex16 reads a file holding 32 hex digits, dashes allowed (a UUID).
 func readHex16(path string) ([16]byte, error) {
-	var out [16]byte
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return out, err
+		return [16]byte{}, err
 	}
-	s := strings.ReplaceAll(strings.TrimSpace(string(data)), "-", "")
-	b, err := hex.DecodeString(s)
-	if err != nil || len(b) != 16 {
-		return out, fmt.Errorf("%s: want 32 hex digits, found %q", path, s)
-	}
-	copy(out[:], b)
-	return out, nil
+	return parseUUIDText(path, string(data))
 }

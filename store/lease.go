@@ -23,7 +23,17 @@ var errUnchanged = errors.New("unchanged")
 // ValidateCloneID), ErrNotFound (generation), ErrLeaseConflict (the clone
 // holds a lease on another generation), ErrTombstoned, ErrRetiring,
 // ErrIneligible (the message gives the reason), the host's read error.
+//
+// The transaction is a group commit shared with concurrent acquisitions
+// (groupCommitter): it returns once its own record is durable.
 func (s *Store) AcquireLease(gen GenerationID, cloneID string) (lease Lease, created bool, err error) {
+	return s.acquireLease(gen, cloneID, s.commits.update)
+}
+
+// acquireLease is AcquireLease committing through update: the group
+// committer, or bolt.DB.Update as the serial baseline benchmarks compare
+// it with.
+func (s *Store) acquireLease(gen GenerationID, cloneID string, update func(func(*bolt.Tx) error) error) (lease Lease, created bool, err error) {
 	if err := ValidateCloneID(cloneID); err != nil {
 		return Lease{}, false, err
 	}
@@ -32,7 +42,7 @@ func (s *Store) AcquireLease(gen GenerationID, cloneID string) (lease Lease, cre
 		return Lease{}, false, err
 	}
 	facts, factsErr := s.host.Facts()
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = update(func(tx *bolt.Tx) error {
 		found, err := getJSON(tx.Bucket(bucketLeases), []byte(cloneID), &lease)
 		if err != nil {
 			return err
@@ -84,11 +94,18 @@ func (s *Store) AcquireLease(gen GenerationID, cloneID string) (lease Lease, cre
 // leases be deleted (afterLeaseRemoved). Errors: ErrInvalidID,
 // ErrNotFound, ErrProcessAlive, ErrProcessUninspectable, or the check's
 // own error (state restored).
-func (s *Store) ReleaseLease(cloneID string) error {
+func (s *Store) ReleaseLease(cloneID string) error { return s.ReleaseLeaseSeq(cloneID, 0) }
+
+// ReleaseLeaseSeq is ReleaseLease of the lease whose fencing sequence
+// number is seq (zero: whichever lease cloneID holds). If the clone's lease
+// has another sequence number, the lease the caller meant was already
+// released (and the clone ID acquired again): it returns ErrNotFound and
+// leaves the newer lease alone.
+func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 	if err := ValidateCloneID(cloneID); err != nil {
 		return err
 	}
-	lease, prior, released, err := s.beginRelease(cloneID)
+	lease, prior, released, err := s.beginRelease(cloneID, seq)
 	if err != nil {
 		return fmt.Errorf("release lease %q: %w", cloneID, err)
 	}

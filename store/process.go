@@ -24,7 +24,8 @@ type ProcessIdentity struct {
 	// units since 1601) here.
 	StartTime uint64 `json:"start_time"`
 	// BootID is the boot the process belongs to, 32 lowercase hex digits
-	// (Linux /proc/sys/kernel/random/boot_id without dashes).
+	// of HostFacts.BootID (Linux /proc/sys/kernel/random/boot_id without
+	// dashes; Windows PrefetchParameters\BootId zero-extended, §3.1).
 	BootID string `json:"boot_id"`
 }
 
@@ -89,10 +90,10 @@ func (v ExitVerdict) String() string {
 
 // Processes is the platform's part of lease binding: naming a process by
 // an identity that survives PID reuse, and verifying its exit. There is
-// one implementation per OS (process_linux.go: pidfd, pidfs and /proc; a
-// Windows one would use a process handle and its creation time). Options
-// may inject another for tests. Implementations must be safe for
-// concurrent use.
+// one implementation per OS (process_linux.go: pidfd, pidfs and /proc;
+// process_windows.go: a process handle, its creation time and its
+// signalled state). Options may inject another for tests. Implementations
+// must be safe for concurrent use.
 type Processes interface {
 	// Identify returns the identity of the running process pid. It
 	// returns ErrNoProcess when no process has that PID or it has already
@@ -103,11 +104,12 @@ type Processes interface {
 	// means the check itself failed (for example the boot ID could not be
 	// read); the verdict is then meaningless.
 	Check(id ProcessIdentity) (ExitVerdict, error)
-	// Kill forcibly ends the process named by id (SIGKILL on Linux) if it
-	// is still that process, then waits up to wait for it to exit.
-	// exited is true when the process has exited (a zombie counts) or was
-	// already gone, reused or from an earlier boot; false with a nil
-	// error means it survived the wait. It never signals a process whose
-	// identity it could not verify: that returns ErrProcessUninspectable.
+	// Kill forcibly ends the process named by id (SIGKILL on Linux,
+	// TerminateProcess on Windows) if it is still that process, then
+	// waits up to wait for it to exit. exited is true when the process
+	// has exited (a zombie counts) or was already gone, reused or from an
+	// earlier boot; false with a nil error means it survived the wait. It
+	// never signals a process whose identity it could not verify: that
+	// returns ErrProcessUninspectable.
 	Kill(id ProcessIdentity, wait time.Duration) (exited bool, err error)
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	"golang.org/x/sys/unix"
 
 	"templatefs/store/manifest"
 	"templatefs/store/templatekey"
@@ -29,10 +28,12 @@ import (
 //  2. reserve the publication ID in its own committed transaction, so an ID
 //     is never handed out twice even if this call dies;
 //  3. copy every artifact into staging/<gen>/, writing only data extents
-//     (holes stay holes) while computing SHA-256; fsync each file and the
-//     directory;
-//  4. rename staging/<gen> to payload/<gen> (RENAME_NOREPLACE) and fsync
-//     both parents;
+//     (holes stay holes on Linux; Windows copies are dense, §1) while
+//     computing SHA-256; fsync each file (FlushFileBuffers on Windows)
+//     and the directory;
+//  4. rename staging/<gen> to payload/<gen> without replacing (Linux
+//     RENAME_NOREPLACE, Windows MoveFileEx with MOVEFILE_WRITE_THROUGH)
+//     and fsync both parents (syncDir);
 //  5. commit the generation record, its key and index rows in one
 //     transaction.
 //
@@ -93,7 +94,7 @@ func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation
 		return Generation{}, fmt.Errorf("publish %s: %w", captureDir, err)
 	}
 	final := filepath.Join(s.dir, PayloadDir, id.String())
-	if err := unix.Renameat2(unix.AT_FDCWD, staging, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE); err != nil {
+	if err := renameNoReplace(staging, final); err != nil {
 		return Generation{}, fmt.Errorf("publish %s: rename %s to %s: %w", captureDir, staging, final, err)
 	}
 	committed = true // staging is gone; a failure below leaves an orphan that Open removes
@@ -149,11 +150,13 @@ func captureTime(m *manifest.Manifest) time.Time {
 
 // copyArtifact creates dst (exclusively, mode 0400) as a copy of the first
 // size bytes of src, fsyncs it and returns the lowercase hex SHA-256 of
-// those bytes. Only data extents (SEEK_DATA/SEEK_HOLE) are read, and of
-// those only blocks that are not all zero are written, so a sparse source
-// (or a dense one full of zeros) costs disk in proportion to its data.
+// those bytes. Only data extents (nextExtent) are read, and of those only
+// blocks that are not all zero are written, so on Linux a sparse source
+// (or a dense one full of zeros) costs disk in proportion to its data. The
+// digest covers every byte, holes read as zeros, on every OS. O_EXCL
+// already refuses a symbolic link at dst, so no O_NOFOLLOW is needed.
 func copyArtifact(dst string, src *os.File, size int64) (string, error) {
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o400)
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
 	if err != nil {
 		return "", err
 	}
@@ -205,24 +208,6 @@ func copySparse(out, src *os.File, size int64, h hash.Hash) error {
 		off = hole
 	}
 	return nil
-}
-
-// nextExtent returns the next data extent [data, hole) at or after off,
-// clipped to size. With no data left it returns (size, size). A file
-// system without SEEK_DATA support is treated as all data.
-func nextExtent(f *os.File, off, size int64) (data, hole int64) {
-	data, err := f.Seek(off, unix.SEEK_DATA)
-	switch {
-	case errors.Is(err, unix.ENXIO) || err == nil && data >= size:
-		return size, size
-	case err != nil:
-		return off, size
-	}
-	hole, err = f.Seek(data, unix.SEEK_HOLE)
-	if err != nil || hole > size {
-		hole = size
-	}
-	return data, hole
 }
 
 func hashZeros(h hash.Hash, n int64) {

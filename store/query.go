@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
-	"golang.org/x/sys/unix"
 )
 
 func getGeneration(tx *bolt.Tx, id GenerationID) (Generation, error) {
@@ -162,7 +161,9 @@ func (s *Store) GenerationLeases(gen GenerationID) ([]Lease, error) {
 	return out, err
 }
 
-// OpenPayload opens artifact name of generation gen read-only (O_NOFOLLOW).
+// OpenPayload opens artifact name of generation gen read-only, refusing a
+// symbolic link (Linux O_NOFOLLOW: ELOOP) or any reparse point (Windows:
+// ErrUnsafePath).
 // The caller closes the file. Errors: ErrNotFound for an unknown generation
 // or artifact; the open error otherwise.
 func (s *Store) OpenPayload(gen GenerationID, name string) (*os.File, error) {
@@ -173,5 +174,5 @@ func (s *Store) OpenPayload(gen GenerationID, name string) (*os.File, error) {
 	if _, ok := g.Artifact(name); !ok {
 		return nil, fmt.Errorf("generation %s has no artifact %q: %w", gen, name, ErrNotFound)
 	}
-	return os.OpenFile(filepath.Join(s.dir, PayloadDir, gen.String(), name), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	return openNoFollow(filepath.Join(s.dir, PayloadDir, gen.String(), name))
 }

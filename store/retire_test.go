@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -215,8 +214,7 @@ func TestCrashAtFailPoints(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$")
 			cmd.Env = append(os.Environ(), "STORE_TEST_CRASH_DIR="+dir, "STORE_TEST_CRASH_OP="+tt.op, store.FailpointEnv+"="+tt.point)
 			out, err := cmd.CombinedOutput()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			if !diedAtFailpoint(err) {
 				t.Fatalf("child: got %v, want death by SIGKILL at %s; output:\n%s", err, tt.point, out)
 			}
 			if tt.point == "retire-record-deleted" && !payloadExists(t, dir, g.ID) {

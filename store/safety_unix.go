@@ -10,15 +10,18 @@ import (
 	"syscall"
 )
 
+// mkdirPrivate creates directory dir with mode 0700.
+func mkdirPrivate(dir string) error { return os.Mkdir(dir, 0o700) }
+
 // checkPrivate refuses path unless it is a real directory or regular file
-// (not a symbolic link, checked with Lstat) owned by uid and not writable
-// by group or others.
-func checkPrivate(path string, uid int) error {
+// (not a symbolic link, checked with Lstat) owned by the effective uid and
+// not writable by group or others.
+func checkPrivate(path string) error {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return err
 	}
-	return checkInfo(path, fi, uid)
+	return checkInfo(path, fi, os.Geteuid())
 }
 
 func checkInfo(path string, fi fs.FileInfo, uid int) error {
@@ -43,7 +46,8 @@ func checkInfo(path string, fi fs.FileInfo, uid int) error {
 
 // checkTree applies checkPrivate to dir and everything below it. WalkDir
 // uses Lstat, so it never follows a link out of the store.
-func checkTree(dir string, uid int) error {
+func checkTree(dir string) error {
+	uid := os.Geteuid()
 	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

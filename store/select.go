@@ -25,7 +25,9 @@ const maxReasons = 8
 // clone ID), ErrNotFound (unknown key, or a key with no generations left),
 // ErrLeaseConflict (the clone holds a lease under another key),
 // ErrIneligible (no generation qualifies; the message lists each one and
-// why), the host's read error.
+// why), the host's read error. Like AcquireLease it commits in a group
+// shared with concurrent acquisitions and returns once its record is
+// durable.
 func (s *Store) AcquireLeaseByKey(keyID, cloneID string) (lease Lease, created bool, err error) {
 	if err := ValidateKeyID(keyID); err != nil {
 		return Lease{}, false, err
@@ -38,7 +40,7 @@ func (s *Store) AcquireLeaseByKey(keyID, cloneID string) (lease Lease, created b
 		return Lease{}, false, err
 	}
 	facts, factsErr := s.host.Facts()
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.commits.update(func(tx *bolt.Tx) error {
 		found, err := getJSON(tx.Bucket(bucketLeases), []byte(cloneID), &lease)
 		if err != nil {
 			return err

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +39,11 @@ type Options struct {
 	// Host reads the host identity and clocks that eligibility depends
 	// on; nil means this host (ReadHostFacts). Tests pass fixtures.
 	Host Host
+	// NoRecover makes Open change nothing in the store: it neither removes
+	// publication leftovers nor resumes interrupted retirements, so that a
+	// read-only Check (templatefs fsck) reports them instead. Check with
+	// Repair fixes them.
+	NoRecover bool
 }
 
 // Store is an open template store. It is safe for concurrent use by
@@ -57,6 +61,9 @@ type Store struct {
 
 	procs Processes
 	host  Host
+
+	// commits runs lease acquisitions as group commits (commit.go).
+	commits *groupCommitter
 
 	// maint serialises retirement deletions with Check, so Check never
 	// sees a generation half deleted.
@@ -76,10 +83,10 @@ func Init(dir string) error { return initStore(dir, nil) }
 
 // initStore is Init, also writing set into meta/settings when not nil.
 func initStore(dir string, set *Settings) error {
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := mkdirPrivate(dir); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("init store %s: %w", dir, err)
 	}
-	if err := checkPrivate(dir, os.Geteuid()); err != nil {
+	if err := checkPrivate(dir); err != nil {
 		return fmt.Errorf("init store: %w", err)
 	}
 	entries, err := os.ReadDir(dir)
@@ -147,7 +154,7 @@ func initStore(dir string, set *Settings) error {
 // was found) and valid settings (ErrInvalidSettings). It then removes
 // publication leftovers (everything in staging/ and payload directories
 // with no generation record) and finishes retirements a crash interrupted
-// (Retire).
+// (Retire), unless opts.NoRecover.
 func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, uid: os.Geteuid(), procs: opts.Processes}
 	if s.log == nil {
@@ -163,7 +170,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if s.host == nil {
 		s.host = HostFunc(ReadHostFacts)
 	}
-	if err := checkTree(dir, s.uid); err != nil {
+	if err := checkTree(dir); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, IndexFile)); err != nil {
@@ -175,10 +182,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: lock: %w", dir, err)
 	}
 	if !locked {
-		owner, _ := os.ReadFile(filepath.Join(dir, LockFile))
-		return nil, fmt.Errorf("open store %s: %w by pid %s", dir, ErrStoreInUse, strings.TrimSpace(string(owner)))
+		owner := readLockOwner(filepath.Join(dir, LockFile))
+		return nil, fmt.Errorf("open store %s: %w by pid %s", dir, ErrStoreInUse, strings.TrimSpace(owner))
 	}
-	if err := os.WriteFile(filepath.Join(dir, LockFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+	if err := writeLockOwner(filepath.Join(dir, LockFile), os.Getpid()); err != nil {
 		s.lock.Close()
 		return nil, fmt.Errorf("open store %s: record lock owner: %w", dir, err)
 	}
@@ -187,6 +194,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.lock.Close()
 		return nil, fmt.Errorf("open store %s: %w", filepath.Join(dir, IndexFile), err)
 	}
+	s.commits = newGroupCommitter(s.db)
 	if err := s.db.View(func(tx *bolt.Tx) error {
 		if err := checkSchema(tx); err != nil {
 			return err
@@ -196,6 +204,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	}); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	if opts.NoRecover {
+		return s, nil
 	}
 	if err := s.recover(); err != nil {
 		s.Close()
@@ -345,21 +356,4 @@ func (s *Store) Info() (Info, error) {
 		})
 	})
 	return info, err
-}
-
-// syncDir fsyncs a directory so that entries created, renamed or removed
-// in it are durable.
-func syncDir(path string) error {
-	d, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", path, err)
-	}
-	return nil
 }

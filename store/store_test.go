@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -265,14 +264,7 @@ func TestPublishSparseAndDigests(t *testing.T) {
 			t.Errorf("%s: record digest %s, payload %s, capture %s", a.Name, a.SHA256, fileSHA256(t, dst), want)
 		}
 	}
-	var st1 syscall.Stat_t
-	if err := syscall.Stat(filepath.Join(dir, store.PayloadDir, g.ID.String(), "memory.bin"), &st1); err != nil {
-		t.Fatal(err)
-	}
-	dataBlocks := int64(memory/sample.DataStride*sample.DataBlock) / 512
-	if st1.Size != memory || st1.Blocks > 2*dataBlocks {
-		t.Errorf("memory.bin: size %d, %d blocks; want size %d and about %d blocks (sparse)", st1.Size, st1.Blocks, memory, dataBlocks)
-	}
+	checkMemoryCopy(t, filepath.Join(dir, store.PayloadDir, g.ID.String(), "memory.bin"), memory, memory/sample.DataStride*sample.DataBlock)
 	if got, err := st.Generation(g.ID); err != nil || got.KeyID != g.KeyID {
 		t.Errorf("Generation(%s) = %+v, %v", g.ID, got, err)
 	}
@@ -340,8 +332,7 @@ func TestPublishCrashLeavesNoGeneration(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), "STORE_TEST_CHILD_PUBLISH="+dir, "STORE_TEST_CHILD_CAPTURE="+capture, store.FailpointEnv+"="+point)
 			err := cmd.Run()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			if !diedAtFailpoint(err) {
 				t.Fatalf("child: got %v, want death by SIGKILL at %s", err, point)
 			}
 			if i >= 1 {

@@ -1,0 +1,71 @@
+//go:build unix
+
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// syncDir fsyncs a directory so that entries created, renamed or removed
+// in it are durable.
+func syncDir(path string) error {
+	d, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync directory %s: %w", path, err)
+	}
+	return nil
+}
+
+// openNoFollow opens path read-only; a symbolic link as the last
+// component fails with ELOOP (O_NOFOLLOW).
+func openNoFollow(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+}
+
+// nextExtent returns the next data extent [data, hole) at or after off,
+// clipped to size. With no data left it returns (size, size). A file
+// system without SEEK_DATA support is treated as all data.
+func nextExtent(f *os.File, off, size int64) (data, hole int64) {
+	data, err := f.Seek(off, unix.SEEK_DATA)
+	switch {
+	case errors.Is(err, unix.ENXIO) || err == nil && data >= size:
+		return size, size
+	case err != nil:
+		return off, size
+	}
+	hole, err = f.Seek(data, unix.SEEK_HOLE)
+	if err != nil || hole > size {
+		hole = size
+	}
+	return data, hole
+}
+
+// writeLockOwner records pid as text in the lock file at path, replacing
+// what an earlier owner wrote.
+func writeLockOwner(path string, pid int) error {
+	return os.WriteFile(path, []byte(strconv.Itoa(pid)+"\n"), 0o600)
+}
+
+// readLockOwner returns the pid text the lock file at path holds, or ""
+// if it cannot be read.
+func readLockOwner(path string) string {
+	owner, _ := os.ReadFile(path)
+	return string(owner)
+}
+
+// killSelf sends this process SIGKILL. Delivery is not synchronous: the
+// caller must not go on.
+func killSelf() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }

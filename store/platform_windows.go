@@ -1,0 +1,116 @@
+//go:build windows
+
+package store
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/windows"
+)
+
+// syncDir does nothing on Windows, where a directory handle cannot be
+// flushed (FlushFileBuffers is documented for files and volumes only) and
+// OpenVMM's publication skips the parent fsync too
+// (openvmm-snapshot-format.md §6 step 7). What a store call promises is
+// still durable: every file is flushed with FlushFileBuffers
+// (os.File.Sync), and renameNoReplace returns only once the rename is on
+// disk (MOVEFILE_WRITE_THROUGH); NTFS commits metadata changes through
+// its log in order, so the creates before that rename are on disk too.
+// The other callers remove leftovers, which Open and Check remove again
+// if a crash undoes the removal.
+func syncDir(string) error { return nil }
+
+// renameNoReplace renames directory from to to with MoveFileEx and
+// MOVEFILE_WRITE_THROUGH. Without MOVEFILE_REPLACE_EXISTING it fails
+// (ERROR_ALREADY_EXISTS) if to exists. Windows also refuses to rename a
+// directory while a file in it is open: Publish closes every staged file
+// first.
+func renameNoReplace(from, to string) error {
+	f, err := windows.UTF16PtrFromString(from)
+	if err != nil {
+		return err
+	}
+	t, err := windows.UTF16PtrFromString(to)
+	if err != nil {
+		return err
+	}
+	return windows.MoveFileEx(f, t, windows.MOVEFILE_WRITE_THROUGH)
+}
+
+// openNoFollow opens path read-only. FILE_FLAG_OPEN_REPARSE_POINT opens a
+// reparse point (symbolic link, junction, mount point) itself rather than
+// its target, and it is then refused with ErrUnsafePath. The share mode
+// lets others read the file and delete or rename it (retirement removes
+// payload files a reader may still hold), but not write it.
+func openNoFollow(path string) (*os.File, error) {
+	name, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	h, err := windows.CreateFile(name, windows.GENERIC_READ, windows.FILE_SHARE_READ|windows.FILE_SHARE_DELETE, nil,
+		windows.OPEN_EXISTING, windows.FILE_FLAG_OPEN_REPARSE_POINT, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	var info windows.ByHandleFileInformation
+	if err := windows.GetFileInformationByHandle(h, &info); err != nil {
+		windows.CloseHandle(h)
+		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if info.FileAttributes&windows.FILE_ATTRIBUTE_REPARSE_POINT != 0 {
+		windows.CloseHandle(h)
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("a reparse point: %w", ErrUnsafePath)}
+	}
+	return os.NewFile(uintptr(h), path), nil
+}
+
+// nextExtent treats the whole rest of the file as data: Windows captures
+// and copies are dense (openvmm-snapshot-format.md §1). copySparse still
+// skips writing all-zero blocks, which read back as zeros, so the digest
+// is the same as on Linux.
+func nextExtent(_ *os.File, off, size int64) (data, hole int64) { return off, size }
+
+// lockOwnerOffset is where the Windows lock file holds the owner's pid.
+// gofrs/flock locks byte 0 with LockFileEx, and Windows byte-range locks
+// are mandatory: while the lock is held no other handle, in this process
+// or another, may read or write that byte.
+const lockOwnerOffset = 1
+
+// writeLockOwner records pid as text at lockOwnerOffset, padded to a fixed
+// width so that it overwrites a longer pid an earlier owner wrote.
+func writeLockOwner(path string, pid int) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(fmt.Appendf(nil, "%-20d\n", pid), lockOwnerOffset)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// readLockOwner returns the pid text the lock file at path holds, or ""
+// if it cannot be read.
+func readLockOwner(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b := make([]byte, 64)
+	n, _ := f.ReadAt(b, lockOwnerOffset)
+	return strings.TrimSpace(string(b[:n]))
+}
+
+// killedExitCode is the exit code of a process the store terminates,
+// itself at a fail point (killSelf) or a bound clone (Processes.Kill):
+// 137 is what a shell reports for a process killed by SIGKILL, the Linux
+// counterpart.
+const killedExitCode = 137
+
+// killSelf terminates this process at once.
+func killSelf() { windows.TerminateProcess(windows.CurrentProcess(), killedExitCode) }

@@ -1,0 +1,549 @@
+package concurrency
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+
+	"templatefs/leasefs"
+	"templatefs/store"
+)
+
+// Op is the kind of an operation.
+type Op uint8
+
+// Operations, with the call that performs each (Input.Dir says where).
+const (
+	OpPublish    Op = iota + 1 // store.Publish: no tree operation publishes
+	OpAcquire                  // open(O_CREAT|O_EXCL) of <dir>/<gen>/leases/<clone>
+	OpRelease                  // unlink(2) of leases/<clone> or <dir>/<gen>/leases/<clone>
+	OpTombstone                // rename(2) of generations/<gen> to tombstones/<gen>, or "tombstone" written to <dir>/<gen>/ctl
+	OpLift                     // rename(2) of <dir>/<gen> to generations/<gen>, or "lift" written to <dir>/<gen>/ctl
+	OpRetire                   // rmdir(2) of <dir>/<gen>, or "retire" written to <dir>/<gen>/ctl
+	OpList                     // readdir of <dir>/: generations/, tombstones/, retiring/ or leases/
+	OpListLeases               // readdir of <dir>/<gen>/leases
+	OpStatus                   // read of <dir>/<gen>/status
+)
+
+var opNames = [...]string{
+	OpPublish: "publish", OpAcquire: "acquire", OpRelease: "release", OpTombstone: "tombstone", OpLift: "lift",
+	OpRetire: "retire", OpList: "list", OpListLeases: "list-leases", OpStatus: "status",
+}
+
+// String names the operation, e.g. "acquire".
+func (o Op) String() string {
+	if int(o) < len(opNames) && opNames[o] != "" {
+		return opNames[o]
+	}
+	return fmt.Sprintf("Op(%d)", uint8(o))
+}
+
+// Dir is the top directory an operation's path walks through, or DirStore
+// for OpPublish, a call to the store.
+type Dir uint8
+
+// Directories (docs/tree.md): each generation state has its own.
+const (
+	DirStore       Dir = iota // no path: store.Publish
+	DirGenerations            // generations/: published generations
+	DirTombstones             // tombstones/: tombstoned generations
+	DirRetiring               // retiring/: retiring generations, until their last lease is released
+	DirLeases                 // leases/: every lease
+)
+
+var dirNames = [...]string{DirStore: "store", DirGenerations: "generations", DirTombstones: "tombstones", DirRetiring: "retiring", DirLeases: "leases"}
+
+// String returns the directory's name in the tree, or "store".
+func (d Dir) String() string {
+	if int(d) < len(dirNames) {
+		return dirNames[d]
+	}
+	return fmt.Sprintf("Dir(%d)", uint8(d))
+}
+
+// AllGroups is the Input.Group of a listing of a top directory, which
+// shows every group's names; Partition splits it.
+const AllGroups = -1
+
+// Input is what an operation asked for: porcupine.Operation.Input.
+type Input struct {
+	Op    Op
+	Dir   Dir
+	Group int // lease group (see the package doc), or AllGroups
+	Gen   store.GenerationID
+	Clone string
+	// Ctl says that OpTombstone, OpLift or OpRetire writes its command to
+	// <dir>/<gen>/ctl instead of renaming or removing the directory.
+	Ctl bool
+	// Eligible says, for OpPublish, whether the capture is inside its
+	// restore window under the store's fixed host facts.
+	Eligible bool
+	// Call is the operation's call time, equal to porcupine.Operation.Call
+	// (the model needs it for retirement deadlines).
+	Call int64
+}
+
+// Output is what an operation returned: porcupine.Operation.Output.
+type Output struct {
+	// Result is ResultOK, or the errno's name ("ENOENT"), or for OpPublish
+	// "error: " and the error's text.
+	Result  string
+	Gen     store.GenerationID    // OpPublish: the new generation
+	Names   []string              // OpList, OpListLeases: the names listed, sorted
+	State   store.GenerationState // OpStatus: the state line
+	Granted bool                  // OpStatus: new_leases says granted
+	// Return is the operation's return time, equal to
+	// porcupine.Operation.Return.
+	Return int64
+}
+
+// ResultOK is the Result of an operation that succeeded.
+const ResultOK = "OK"
+
+// Errno names the model expects from tree operations.
+const (
+	errENOENT = "ENOENT"
+	errEEXIST = "EEXIST"
+	errEBUSY  = "EBUSY"
+	errEPERM  = "EPERM"
+	errESTALE = "ESTALE"
+)
+
+// The errnos of refusals by generation state, from leasefs's error table.
+var (
+	errnoRetiring          = errnoOf(store.ErrRetiring)
+	errnoNotTombstoned     = errnoOf(store.ErrNotTombstoned)
+	errnoRetirementPending = errnoOf(leasefs.ErrRetirementPending)
+)
+
+// errnoOf maps an error to its errno name by leasefs's table; an error
+// without a row is EIO, as leasefs.ToErrno maps it.
+func errnoOf(err error) string {
+	for _, r := range leasefs.ErrnoTable() {
+		if errors.Is(err, r.Err) {
+			return r.Errno.String()
+		}
+	}
+	return leasefs.EIO.String()
+}
+
+// path is what the operation did, e.g. "rmdir tombstones/g000002".
+func (in Input) path() string {
+	gen := in.Dir.String() + "/" + in.Gen.String()
+	if in.Ctl {
+		return fmt.Sprintf("write %q to %s/ctl", in.Op.String(), gen)
+	}
+	switch in.Op {
+	case OpPublish:
+		return "store.Publish"
+	case OpAcquire:
+		return "create " + gen + "/leases/" + in.Clone
+	case OpRelease:
+		if in.Dir == DirLeases {
+			return "unlink leases/" + in.Clone
+		}
+		return "unlink " + gen + "/leases/" + in.Clone
+	case OpTombstone:
+		return "rename " + gen + " tombstones/" + in.Gen.String()
+	case OpLift:
+		return "rename " + gen + " generations/" + in.Gen.String()
+	case OpRetire:
+		return "rmdir " + gen
+	case OpList:
+		return "readdir " + in.Dir.String() + "/"
+	case OpListLeases:
+		return "readdir " + gen + "/leases/"
+	case OpStatus:
+		return "read " + gen + "/status"
+	}
+	return ""
+}
+
+// Describe renders one operation for logs and porcupine's visualization,
+// e.g. "acquire: create generations/g000002/leases/k0-c1 -> EEXIST".
+func Describe(in Input, out Output) string {
+	s := fmt.Sprintf("%s: %s -> %s", in.Op, in.path(), out.Result)
+	if out.Result != ResultOK {
+		return s
+	}
+	switch in.Op {
+	case OpPublish:
+		eligible := "eligible"
+		if !in.Eligible {
+			eligible = "ineligible"
+		}
+		s += fmt.Sprintf(" %s (%s)", out.Gen, eligible)
+	case OpList, OpListLeases:
+		s += " [" + strings.Join(out.Names, " ") + "]"
+	case OpStatus:
+		granted := "refused"
+		if out.Granted {
+			granted = "granted"
+		}
+		s += fmt.Sprintf(" state %s, new leases %s", out.State, granted)
+	}
+	return s
+}
+
+// genRec is the model of one existing generation.
+type genRec struct {
+	state    store.GenerationState
+	eligible bool
+	// deadline is set for a retiring generation without leases: the
+	// return time of the call that left it so. The store deletes it before
+	// then; calls made after it see it gone.
+	deadline int64
+}
+
+// state is the model's state: the existing generations of one group and
+// its leases. It is immutable; key identifies it for Equal and Hash.
+type state struct {
+	gens   map[store.GenerationID]genRec
+	leases map[string]store.GenerationID // clone ID -> generation
+	key    string
+}
+
+func newState(gens map[store.GenerationID]genRec, leases map[string]store.GenerationID) state {
+	var b strings.Builder
+	for _, id := range slices.Sorted(maps.Keys(gens)) {
+		g := gens[id]
+		fmt.Fprintf(&b, "%s=%s", id, g.state)
+		if !g.eligible {
+			b.WriteString(",ineligible")
+		}
+		if g.deadline != 0 {
+			fmt.Fprintf(&b, ",gone-by-%d", g.deadline)
+		}
+		b.WriteByte(' ')
+	}
+	b.WriteString("|")
+	for _, c := range slices.Sorted(maps.Keys(leases)) {
+		fmt.Fprintf(&b, " %s=%s", c, leases[c])
+	}
+	return state{gens: gens, leases: leases, key: b.String()}
+}
+
+func (s state) withGen(id store.GenerationID, g genRec) state {
+	gens := maps.Clone(s.gens)
+	if gens == nil {
+		gens = map[store.GenerationID]genRec{}
+	}
+	gens[id] = g
+	return newState(gens, s.leases)
+}
+
+func (s state) withoutGen(id store.GenerationID) state {
+	gens := maps.Clone(s.gens)
+	delete(gens, id)
+	return newState(gens, s.leases)
+}
+
+func (s state) withLease(clone string, gen store.GenerationID) state {
+	leases := maps.Clone(s.leases)
+	if leases == nil {
+		leases = map[string]store.GenerationID{}
+	}
+	leases[clone] = gen
+	return newState(s.gens, leases)
+}
+
+// withoutLease releases clone's lease; if that was the last lease of a
+// retiring generation, the generation must be gone by ret.
+func (s state) withoutLease(clone string, ret int64) state {
+	gen := s.leases[clone]
+	leases := maps.Clone(s.leases)
+	delete(leases, clone)
+	n := newState(s.gens, leases)
+	return n.drained(gen, ret)
+}
+
+// drained sets gen's deletion deadline to ret (or keeps an earlier one) if
+// it is retiring and holds no leases.
+func (s state) drained(gen store.GenerationID, ret int64) state {
+	g, ok := s.gens[gen]
+	if !ok || g.state != store.Retiring || s.hasLeases(gen) {
+		return s
+	}
+	if g.deadline == 0 || ret < g.deadline {
+		g.deadline = ret
+	}
+	return s.withGen(gen, g)
+}
+
+func (s state) hasLeases(gen store.GenerationID) bool {
+	for _, g := range s.leases {
+		if g == gen {
+			return true
+		}
+	}
+	return false
+}
+
+// listedIn reports whether a generation in state st is listed under dir:
+// each state has its own directory (leasefs).
+func listedIn(dir Dir, st store.GenerationState) bool {
+	switch dir {
+	case DirGenerations:
+		return st == store.Published
+	case DirTombstones:
+		return st == store.Tombstoned
+	case DirRetiring:
+		return st == store.Retiring
+	}
+	return false
+}
+
+// names is what a listing of dir shows.
+func (s state) names(dir Dir) []string {
+	var out []string
+	if dir == DirLeases {
+		for c := range s.leases {
+			out = append(out, c)
+		}
+	}
+	for id, g := range s.gens {
+		if listedIn(dir, g.state) {
+			out = append(out, id.String())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// clonesOn is what a listing of gen's leases/ shows.
+func (s state) clonesOn(gen store.GenerationID) []string {
+	var out []string
+	for c, g := range s.leases {
+		if g == gen {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// candidates are the states an operation called at call may see: the
+// generations whose deadline passed are gone; any other retiring
+// generation without leases may or may not be gone yet.
+func (s state) candidates(call int64) []state {
+	base := s
+	var pending []store.GenerationID
+	for _, id := range slices.Sorted(maps.Keys(s.gens)) {
+		switch d := s.gens[id].deadline; {
+		case d != 0 && d < call:
+			base = base.withoutGen(id)
+		case d != 0:
+			pending = append(pending, id)
+		}
+	}
+	out := []state{base}
+	for _, id := range pending {
+		for _, c := range out {
+			out = append(out, c.withoutGen(id))
+		}
+	}
+	return out
+}
+
+// step returns every state the operation can lead to from s, none if s
+// cannot explain its output.
+func (s state) step(in Input, out Output) []any {
+	var next []any
+	for _, c := range s.candidates(in.Call) {
+		if n, ok := c.apply(in, out); ok {
+			next = append(next, n)
+		}
+	}
+	return next
+}
+
+// apply is the sequential specification: whether the operation, taking
+// effect atomically in state s, could return out, and the state after it.
+func (s state) apply(in Input, out Output) (state, bool) {
+	g, exists := s.gens[in.Gen]
+	listed := exists && listedIn(in.Dir, g.state)
+	lease, leased := s.leases[in.Clone]
+	r := out.Result
+	if r == errESTALE && in.Op != OpPublish {
+		// The kernel refused a lookup (see the package doc, Walks): the
+		// call never reached templatefs.
+		return s, true
+	}
+	switch in.Op {
+	case OpPublish:
+		// IDs are never reused (store.Publish); a reuse after deletion is
+		// checked on the whole history, outside the model.
+		if r != ResultOK || out.Gen == 0 || exists {
+			return s, false
+		}
+		return s.withGen(out.Gen, genRec{state: store.Published, eligible: in.Eligible}), true
+
+	case OpAcquire:
+		// leasefs.FS.Create, store.AcquireLease: the clone's own lease is
+		// checked before the generation (docs/tree.md, Operations).
+		grantable := exists && g.state == store.Published && g.eligible
+		switch {
+		case r == errENOENT && !listed,
+			r == errEEXIST && leased && lease == in.Gen,
+			r == errEBUSY && leased && lease != in.Gen,
+			r == errEPERM && !leased && exists && !grantable:
+			return s, true
+		case r == ResultOK && !leased && grantable:
+			return s.withLease(in.Clone, in.Gen), true
+		}
+
+	case OpRelease:
+		// Leases are never bound here, so a release removes at once.
+		mine := leased && (in.Dir == DirLeases || lease == in.Gen)
+		switch {
+		case r == errENOENT && (!mine || in.Dir != DirLeases && !listed):
+			return s, true
+		case r == ResultOK && mine:
+			return s.withoutLease(in.Clone, out.Return), true
+		}
+
+	case OpTombstone:
+		// store.Tombstone is idempotent: a generation tombstoned or
+		// retiring since the walk stays so.
+		switch {
+		case r == errENOENT && !listed:
+			return s, true
+		case r == ResultOK && exists:
+			if g.state == store.Published {
+				g.state = store.Tombstoned
+				return s.withGen(in.Gen, g), true
+			}
+			return s, true
+		}
+
+	case OpLift:
+		// store.Lift: a published generation stays so; a retiring one is
+		// refused.
+		switch {
+		case r == errENOENT && !listed,
+			r == errnoRetiring && exists && g.state == store.Retiring:
+			return s, true
+		case r == ResultOK && exists && g.state != store.Retiring:
+			g.state = store.Published
+			return s.withGen(in.Gen, g), true
+		}
+
+	case OpRetire:
+		// store.Retire deletes a generation without leases before it
+		// returns, and retries a pending deletion when called again;
+		// rmdir of retiring/<gen> then refuses if leases remain.
+		pending := !in.Ctl && in.Dir == DirRetiring && s.hasLeases(in.Gen)
+		switch {
+		case r == errENOENT && !listed,
+			r == errnoNotTombstoned && exists && g.state == store.Published,
+			r == errnoRetirementPending && pending && exists && g.state == store.Retiring:
+			return s, true
+		case r == ResultOK && exists && g.state != store.Published && !pending:
+			g.state = store.Retiring
+			return s.withGen(in.Gen, g).drained(in.Gen, out.Return), true
+		}
+
+	case OpList:
+		return s, r == ResultOK && slices.Equal(out.Names, s.names(in.Dir))
+
+	case OpListLeases:
+		switch {
+		case r == errENOENT && !listed:
+			return s, true
+		case r == ResultOK && exists:
+			return s, slices.Equal(out.Names, s.clonesOn(in.Gen))
+		}
+
+	case OpStatus:
+		switch {
+		case r == errENOENT && !listed:
+			return s, true
+		case r == ResultOK && exists:
+			return s, out.State == g.state && out.Granted == (g.state == store.Published && g.eligible)
+		}
+	}
+	return s, false
+}
+
+// Model returns the porcupine model of the tree's rules (see the package
+// doc), with Partition as its partition function. Operations must carry
+// an Input and an Output, with Input.Call and Output.Return equal to the
+// operation's Call and Return.
+func Model() porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Partition: Partition,
+		Init:      func() []any { return []any{newState(nil, nil)} },
+		Step: func(st, in, out any) []any {
+			return st.(state).step(in.(Input), out.(Output))
+		},
+		Equal: func(a, b any) bool { return a.(state).key == b.(state).key },
+		Hash: func(st any) uint64 {
+			h := fnv.New64a()
+			h.Write([]byte(st.(state).key))
+			return h.Sum64()
+		},
+		DescribeOperation: func(in, out any) string { return Describe(in.(Input), out.(Output)) },
+		DescribeState:     func(st any) string { return st.(state).key },
+	}
+	return nm.ToModel()
+}
+
+// Partition splits a history into one history per lease group, in group
+// order (see the package doc). A generation belongs to the group whose
+// OpPublish returned it, a clone ID to the group of the operations naming
+// it. A listing with Group AllGroups is copied into every group, holding
+// that group's names and any name no group owns.
+func Partition(history []porcupine.Operation) [][]porcupine.Operation {
+	genGroup := map[string]int{}
+	cloneGroup := map[string]int{}
+	groups := map[int][]porcupine.Operation{}
+	for _, op := range history {
+		in, out := op.Input.(Input), op.Output.(Output)
+		if in.Group == AllGroups {
+			continue
+		}
+		groups[in.Group] = append(groups[in.Group], op)
+		if in.Op == OpPublish && out.Result == ResultOK {
+			genGroup[out.Gen.String()] = in.Group
+		}
+		if in.Clone != "" {
+			cloneGroup[in.Clone] = in.Group
+		}
+	}
+	for _, op := range history {
+		in, out := op.Input.(Input), op.Output.(Output)
+		if in.Group != AllGroups {
+			continue
+		}
+		owners := genGroup
+		if in.Dir == DirLeases {
+			owners = cloneGroup
+		}
+		for group := range groups {
+			part := op
+			pin, pout := in, out
+			pin.Group = group
+			pout.Names = nil
+			for _, name := range out.Names {
+				if owner, ok := owners[name]; !ok || owner == group {
+					pout.Names = append(pout.Names, name)
+				}
+			}
+			part.Input, part.Output = pin, pout
+			groups[group] = append(groups[group], part)
+		}
+	}
+	out := make([][]porcupine.Operation, 0, len(groups))
+	for _, group := range slices.Sorted(maps.Keys(groups)) {
+		ops := groups[group]
+		slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+		out = append(out, ops)
+	}
+	return out
+}

@@ -1,0 +1,282 @@
+package concurrency
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"templatefs/store"
+)
+
+const g1, g2, g3 = store.GenerationID(1), store.GenerationID(2), store.GenerationID(3)
+
+// op is one hand-made operation of client 0 in group 0 unless in says
+// otherwise.
+func op(call, ret int64, in Input, out Output) porcupine.Operation {
+	in.Call, out.Return = call, ret
+	return porcupine.Operation{ClientId: 0, Input: in, Call: call, Output: out, Return: ret}
+}
+
+func client(c int, o porcupine.Operation) porcupine.Operation {
+	o.ClientId = c
+	return o
+}
+
+func publish(call, ret int64, gen store.GenerationID, eligible bool) porcupine.Operation {
+	return op(call, ret, Input{Op: OpPublish, Eligible: eligible}, Output{Result: ResultOK, Gen: gen})
+}
+
+func acquire(call, ret int64, dir Dir, gen store.GenerationID, clone, result string) porcupine.Operation {
+	return op(call, ret, Input{Op: OpAcquire, Dir: dir, Gen: gen, Clone: clone}, Output{Result: result})
+}
+
+func release(call, ret int64, clone, result string) porcupine.Operation {
+	return op(call, ret, Input{Op: OpRelease, Dir: DirLeases, Clone: clone}, Output{Result: result})
+}
+
+func tombstone(call, ret int64, gen store.GenerationID, result string) porcupine.Operation {
+	return op(call, ret, Input{Op: OpTombstone, Dir: DirGenerations, Gen: gen}, Output{Result: result})
+}
+
+// transition is OpLift or OpRetire (or a ctl write of OpTombstone) on
+// <dir>/<gen>.
+func transition(call, ret int64, o Op, dir Dir, gen store.GenerationID, ctl bool, result string) porcupine.Operation {
+	return op(call, ret, Input{Op: o, Dir: dir, Gen: gen, Ctl: ctl}, Output{Result: result})
+}
+
+func list(call, ret int64, dir Dir, names ...string) porcupine.Operation {
+	return op(call, ret, Input{Op: OpList, Dir: dir, Group: AllGroups}, Output{Result: ResultOK, Names: names})
+}
+
+func status(call, ret int64, dir Dir, gen store.GenerationID, result string, st store.GenerationState, granted bool) porcupine.Operation {
+	return op(call, ret, Input{Op: OpStatus, Dir: dir, Gen: gen}, Output{Result: result, State: st, Granted: granted})
+}
+
+func TestModel(t *testing.T) {
+	// setup: g1 published and eligible, returned at time 1.
+	setup := []porcupine.Operation{publish(0, 1, g1, true)}
+	tests := []struct {
+		name string
+		ops  []porcupine.Operation
+		want porcupine.CheckResult
+	}{
+		{"lease acquired after the tombstone returned", []porcupine.Operation{
+			tombstone(2, 3, g1, ResultOK),
+			acquire(4, 5, DirGenerations, g1, "c0", ResultOK),
+		}, porcupine.Illegal},
+		{"lease acquired while the tombstone runs", []porcupine.Operation{
+			tombstone(2, 6, g1, ResultOK),
+			client(1, acquire(3, 5, DirGenerations, g1, "c0", ResultOK)),
+		}, porcupine.Ok},
+		{"lease refused while the tombstone runs", []porcupine.Operation{
+			tombstone(2, 6, g1, ResultOK),
+			client(1, acquire(3, 5, DirGenerations, g1, "c0", errEPERM)),
+		}, porcupine.Ok},
+		{"lease refused on a published eligible generation", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", errEPERM),
+		}, porcupine.Illegal},
+		{"tombstoned generation not found under generations", []porcupine.Operation{
+			tombstone(2, 3, g1, ResultOK),
+			acquire(4, 5, DirGenerations, g1, "c0", errENOENT),
+			acquire(6, 7, DirTombstones, g1, "c0", errEPERM),
+			tombstone(8, 9, g1, errENOENT),
+		}, porcupine.Ok},
+		{"second exclusive create of a lease", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			acquire(4, 5, DirGenerations, g1, "c0", errEEXIST),
+		}, porcupine.Ok},
+		{"lease created twice", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			acquire(4, 5, DirGenerations, g1, "c0", ResultOK),
+		}, porcupine.Illegal},
+		{"clone leased on another generation", []porcupine.Operation{
+			publish(2, 3, g2, true),
+			acquire(4, 5, DirGenerations, g1, "c0", ResultOK),
+			acquire(6, 7, DirGenerations, g2, "c0", errEBUSY),
+		}, porcupine.Ok},
+		{"clone leased on two generations", []porcupine.Operation{
+			publish(2, 3, g2, true),
+			acquire(4, 5, DirGenerations, g1, "c0", ResultOK),
+			acquire(6, 7, DirGenerations, g2, "c0", ResultOK),
+		}, porcupine.Illegal},
+		{"ineligible generation refuses leases", []porcupine.Operation{
+			publish(2, 3, g2, false),
+			acquire(4, 5, DirGenerations, g2, "c0", errEPERM),
+			status(6, 7, DirGenerations, g2, ResultOK, store.Published, false),
+		}, porcupine.Ok},
+		{"ineligible generation grants a lease", []porcupine.Operation{
+			publish(2, 3, g2, false),
+			acquire(4, 5, DirGenerations, g2, "c0", ResultOK),
+		}, porcupine.Illegal},
+		{"lease released twice", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			release(4, 5, "c0", ResultOK),
+			release(6, 7, "c0", ResultOK),
+		}, porcupine.Illegal},
+		{"concurrent releases, one finds nothing", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			release(4, 8, "c0", ResultOK),
+			client(1, release(5, 6, "c0", errENOENT)),
+		}, porcupine.Ok},
+		{"retire of a published generation refused", []porcupine.Operation{
+			transition(2, 3, OpRetire, DirGenerations, g1, false, errEPERM),
+			transition(4, 5, OpRetire, DirGenerations, g1, true, errEPERM),
+			list(6, 7, DirGenerations, "g000001"),
+		}, porcupine.Ok},
+		{"retired generation seen retiring while the rmdir runs, gone after", []porcupine.Operation{
+			tombstone(2, 3, g1, ResultOK),
+			transition(10, 20, OpRetire, DirTombstones, g1, false, ResultOK),
+			client(1, status(12, 14, DirRetiring, g1, ResultOK, store.Retiring, false)),
+			client(1, status(25, 26, DirRetiring, g1, errENOENT, "", false)),
+			client(1, list(27, 28, DirRetiring)),
+		}, porcupine.Ok},
+		{"retired generation without leases still there after the rmdir returned", []porcupine.Operation{
+			tombstone(2, 3, g1, ResultOK),
+			transition(10, 20, OpRetire, DirTombstones, g1, false, ResultOK),
+			client(1, status(25, 26, DirRetiring, g1, ResultOK, store.Retiring, false)),
+		}, porcupine.Illegal},
+		{"retiring generation stays until its last lease is released", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			tombstone(4, 5, g1, ResultOK),
+			transition(6, 7, OpRetire, DirTombstones, g1, true, ResultOK),
+			list(8, 9, DirRetiring, "g000001"),
+			transition(10, 11, OpLift, DirRetiring, g1, false, errEPERM),
+			acquire(12, 13, DirRetiring, g1, "c1", errEPERM),
+			transition(14, 15, OpRetire, DirRetiring, g1, false, errEBUSY),
+			transition(16, 17, OpRetire, DirRetiring, g1, true, ResultOK),
+			release(18, 19, "c0", ResultOK),
+			list(20, 21, DirRetiring),
+			transition(22, 23, OpLift, DirRetiring, g1, true, errENOENT),
+		}, porcupine.Ok},
+		{"retiring generation lifted", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			tombstone(4, 5, g1, ResultOK),
+			transition(6, 7, OpRetire, DirTombstones, g1, false, ResultOK),
+			transition(8, 9, OpLift, DirRetiring, g1, true, ResultOK),
+		}, porcupine.Illegal},
+		{"rmdir of a drained retiring generation reported busy", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			tombstone(4, 5, g1, ResultOK),
+			transition(6, 7, OpRetire, DirTombstones, g1, false, ResultOK),
+			release(8, 9, "c0", ResultOK),
+			transition(10, 11, OpRetire, DirRetiring, g1, false, errEBUSY),
+		}, porcupine.Illegal},
+		{"last lease released, generation still listed after", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			tombstone(4, 5, g1, ResultOK),
+			transition(6, 7, OpRetire, DirTombstones, g1, false, ResultOK),
+			release(14, 15, "c0", ResultOK),
+			list(16, 17, DirRetiring, "g000001"),
+		}, porcupine.Illegal},
+		{"lifted generation grants leases again", []porcupine.Operation{
+			tombstone(2, 3, g1, ResultOK),
+			transition(4, 5, OpLift, DirTombstones, g1, false, ResultOK),
+			acquire(6, 7, DirGenerations, g1, "c0", ResultOK),
+			status(8, 9, DirGenerations, g1, ResultOK, store.Published, true),
+		}, porcupine.Ok},
+		{"ctl writes are idempotent and walk their directory", []porcupine.Operation{
+			transition(2, 3, OpTombstone, DirGenerations, g1, true, ResultOK),
+			transition(4, 5, OpTombstone, DirTombstones, g1, true, ResultOK),
+			transition(6, 7, OpLift, DirGenerations, g1, true, errENOENT),
+			list(8, 9, DirTombstones, "g000001"),
+		}, porcupine.Ok},
+		{"refused lookup changes nothing", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", errESTALE),
+			tombstone(4, 5, g1, errESTALE),
+			acquire(6, 7, DirGenerations, g1, "c0", ResultOK),
+		}, porcupine.Ok},
+		{"listing shows a generation nobody published", []porcupine.Operation{
+			list(2, 3, DirGenerations, "g000001", "g000003"),
+		}, porcupine.Illegal},
+		{"status disagrees with the state", []porcupine.Operation{
+			status(2, 3, DirGenerations, g1, ResultOK, store.Tombstoned, false),
+		}, porcupine.Illegal},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			history := append(slices.Clone(setup), tc.ops...)
+			got, info := porcupine.CheckOperationsVerbose(Model(), history, 10*time.Second)
+			if got != tc.want {
+				t.Errorf("check %s, want %s; history:\n%s", got, tc.want, FormatHistory(history))
+			}
+			if got == porcupine.Illegal && len(info.PartialLinearizations()) == 0 {
+				t.Error("illegal history without partial linearizations to show")
+			}
+		})
+	}
+}
+
+func TestPartition(t *testing.T) {
+	in := func(o porcupine.Operation, group int, clone string) porcupine.Operation {
+		i := o.Input.(Input)
+		i.Group, i.Clone = group, clone
+		o.Input = i
+		return o
+	}
+	history := []porcupine.Operation{
+		in(publish(0, 1, g1, true), 0, ""),
+		in(publish(0, 1, g2, true), 1, ""),
+		in(acquire(2, 3, DirGenerations, g1, "k0-c0", ResultOK), 0, "k0-c0"),
+		in(acquire(2, 3, DirGenerations, g2, "k1-c0", ResultOK), 1, "k1-c0"),
+		list(4, 5, DirGenerations, "g000001", "g000002", "g000003"),
+		op(4, 5, Input{Op: OpList, Dir: DirLeases, Group: AllGroups}, Output{Result: ResultOK, Names: []string{"k0-c0", "k1-c0", "stray"}}),
+	}
+	parts := Partition(history)
+	if len(parts) != 2 {
+		t.Fatalf("%d partitions, want 2", len(parts))
+	}
+	want := []string{
+		"publish: store.Publish -> OK g000001 (eligible)\n" +
+			"acquire: create generations/g000001/leases/k0-c0 -> OK\n" +
+			"list: readdir generations/ -> OK [g000001 g000003]\n" +
+			"list: readdir leases/ -> OK [k0-c0 stray]\n",
+		"publish: store.Publish -> OK g000002 (eligible)\n" +
+			"acquire: create generations/g000002/leases/k1-c0 -> OK\n" +
+			"list: readdir generations/ -> OK [g000002 g000003]\n" +
+			"list: readdir leases/ -> OK [k1-c0 stray]\n",
+	}
+	for i, part := range parts {
+		var got strings.Builder
+		for _, o := range part {
+			if g := o.Input.(Input).Group; g != i {
+				t.Errorf("partition %d holds an operation of group %d", i, g)
+			}
+			got.WriteString(Describe(o.Input.(Input), o.Output.(Output)) + "\n")
+		}
+		if got.String() != want[i] {
+			t.Errorf("partition %d:\n%s\nwant:\n%s", i, got.String(), want[i])
+		}
+	}
+	// The whole history is illegal because of the names no group owns.
+	if porcupine.CheckOperations(Model(), history) {
+		t.Error("history listing g000003 and clone stray passed the check")
+	}
+}
+
+func TestExplain(t *testing.T) {
+	history := []porcupine.Operation{
+		publish(0, 1, g1, true),
+		tombstone(2, 3, g1, ResultOK),
+		list(4, 5, DirTombstones, "g000001"),
+		acquire(6, 7, DirGenerations, g1, "c0", ResultOK),
+		list(8, 9, DirLeases, "c0"),
+	}
+	model := Model()
+	res, info := porcupine.CheckOperationsVerbose(model, history, 10*time.Second)
+	if res != porcupine.Illegal {
+		t.Fatalf("check %s, want Illegal", res)
+	}
+	got := Explain(model, Partition(history)[0], info.PartialLinearizations()[0])
+	for _, want := range []string{
+		"linearized 3 of 5 operations",
+		"{g000001=tombstoned |}",
+		"client 0: acquire: create generations/g000001/leases/c0 -> OK",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("explanation lacks %q:\n%s", want, got)
+		}
+	}
+}
