@@ -34,11 +34,17 @@ func (p *payloadFile) Lseek(ctx context.Context, off uint64, whence uint32) (uin
 	return p.lf.Lseek(ctx, off, whence)
 }
 
-// PassthroughFd lets the kernel read the backing file directly when it
-// supports passthrough (Linux >= 6.9, CAP_SYS_ADMIN: §A1).
-var _ = (fusefs.FilePassthroughFder)((*payloadFile)(nil))
+// passthroughFile is a payloadFile whose backing file the kernel may read
+// directly when it supports passthrough (Linux >= 6.9, CAP_SYS_ADMIN: §A1);
+// where the kernel refuses it, go-fuse falls back to payloadFile.Read.
+type passthroughFile struct {
+	*payloadFile
+}
 
-func (p *payloadFile) PassthroughFd() (int, bool) { return p.lf.PassthroughFd() }
+// PassthroughFd hands go-fuse the backing fd to register with the kernel.
+var _ = (fusefs.FilePassthroughFder)((*passthroughFile)(nil))
+
+func (p *passthroughFile) PassthroughFd() (int, bool) { return p.lf.PassthroughFd() }
 
 // Release closes the backing file.
 var _ = (fusefs.FileReleaser)((*payloadFile)(nil))

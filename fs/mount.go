@@ -12,6 +12,7 @@ import (
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"templatefs/leasefs"
 )
@@ -38,7 +39,20 @@ type MountOptions struct {
 	// Logger receives debug and diagnostic lines; nil means slog.Default().
 	// Refusals are logged by leasefs to its own logger.
 	Logger *slog.Logger
+	// NoPassthrough turns FUSE passthrough off: payload reads then reach
+	// the daemon, which serves them from the backing file descriptor
+	// (splice). For comparison and for kernels where passthrough misbehaves.
+	NoPassthrough bool
 }
+
+// ReadMode names how payload reads are served: ReadPassthrough when the
+// kernel reads the backing file itself (FUSE passthrough, Linux >= 6.9 with
+// CAP_SYS_ADMIN, fuse-and-store-notes.md §A1), ReadBackingFd when each READ
+// reaches the daemon, which answers from the backing file descriptor.
+const (
+	ReadPassthrough = "passthrough"
+	ReadBackingFd   = "backing-fd"
+)
 
 // Mount mounts lfs at mountpoint and serves it until the returned server
 // is unmounted (server.Unmount, then server.Wait). As root it calls
@@ -50,8 +64,12 @@ func Mount(mountpoint string, lfs *leasefs.FS, opts MountOptions) (*fuse.Server,
 	if log == nil {
 		log = slog.Default()
 	}
-	root := &node{lfs: lfs, ln: lfs.Root()}
-	return fusefs.Mount(mountpoint, root, &fusefs.Options{
+	root := &node{lfs: lfs, ln: lfs.Root(), noPassthrough: opts.NoPassthrough}
+	var disabled uint64
+	if opts.NoPassthrough {
+		disabled = fuse.CAP_PASSTHROUGH
+	}
+	server, err := fusefs.Mount(mountpoint, root, &fusefs.Options{
 		MountOptions: fuse.MountOptions{
 			AllowOther:  opts.AllowOther,
 			Debug:       opts.Debug,
@@ -60,9 +78,44 @@ func Mount(mountpoint string, lfs *leasefs.FS, opts MountOptions) (*fuse.Server,
 			Name:        Name,
 			DirectMount: os.Geteuid() == 0,
 			MaxWrite:    maxIO,
+
+			DisabledCapabilities: disabled,
 		},
 		RootStableAttr:  &fusefs.StableAttr{Ino: leasefs.InoRoot},
 		NullPermissions: true, // leasefs sets every mode; 0 would be a bug to see, not to paper over
 		Logger:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	})
+	if err != nil {
+		return nil, err
+	}
+	mode, why := readMode(server.KernelSettings().Flags64(), opts.NoPassthrough, hasSysAdmin())
+	log.Info("payload read mode", "mode", mode, "why", why, "mountpoint", mountpoint)
+	return server, nil
+}
+
+// readMode decides the payload read mode from the kernel's INIT flags, the
+// option and the daemon's capability, and says why. Passthrough needs all
+// three; the kernel may still refuse a backing file at open, and go-fuse
+// then serves that open with reads (fs/bridge.go), so ReadPassthrough is
+// the mode the mount asks for.
+func readMode(kernelFlags uint64, noPassthrough, sysAdmin bool) (mode, why string) {
+	switch {
+	case noPassthrough:
+		return ReadBackingFd, "turned off by the no-passthrough option"
+	case kernelFlags&fuse.CAP_PASSTHROUGH == 0:
+		return ReadBackingFd, "the kernel does not offer FUSE passthrough (Linux >= 6.9)"
+	case !sysAdmin:
+		return ReadBackingFd, "the daemon lacks CAP_SYS_ADMIN, which FUSE passthrough needs"
+	}
+	return ReadPassthrough, "the kernel offers FUSE passthrough and the daemon has CAP_SYS_ADMIN"
+}
+
+// hasSysAdmin reports whether CAP_SYS_ADMIN is in the effective set.
+func hasSysAdmin() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[unix.CAP_SYS_ADMIN/32].Effective&(1<<(unix.CAP_SYS_ADMIN%32)) != 0
 }

@@ -28,10 +28,12 @@ type node struct {
 	fusefs.Inode
 	lfs *leasefs.FS
 	ln  leasefs.Node
+	// noPassthrough is MountOptions.NoPassthrough, inherited by every node.
+	noPassthrough bool
 }
 
 func (n *node) newChild(ctx context.Context, child leasefs.Node) *fusefs.Inode {
-	return n.NewInode(ctx, &node{lfs: n.lfs, ln: child}, n.stableAttr(child))
+	return n.NewInode(ctx, &node{lfs: n.lfs, ln: child, noPassthrough: n.noPassthrough}, n.stableAttr(child))
 }
 
 // retiredGen is the StableAttr.Gen of a generation directory under
@@ -151,20 +153,14 @@ func (n *node) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.Attr
 	return 0
 }
 
-// Readdir lists with leasefs.FS.ReadDir, filling d_ino with the same
-// inode numbers stat reports (fuse-and-store-notes.md §D6.2).
-var _ = (fusefs.NodeReaddirer)((*node)(nil))
+// OpendirHandle lists through a dirHandle, a page at a time.
+var _ = (fusefs.NodeOpendirHandler)((*node)(nil))
 
-func (n *node) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
-	entries, err := n.lfs.ReadDir(n.ln)
-	if err != nil {
-		return nil, errnoOf(err)
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	if !n.ln.IsDir() {
+		return nil, 0, syscall.ENOTDIR
 	}
-	list := make([]fuse.DirEntry, len(entries))
-	for i, e := range entries {
-		list[i] = fuse.DirEntry{Name: e.Name, Mode: typeBits(e.Node), Ino: e.Node.Ino()}
-	}
-	return fusefs.NewListDirStream(list), 0
+	return &dirHandle{n: n}, 0, 0
 }
 
 func openFlags(flags uint32) leasefs.OpenFlags {
@@ -188,15 +184,29 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	case err != nil:
 		return nil, 0, errnoOf(err)
 	}
-	return handle(h)
+	return n.handle(h)
 }
 
-// handle wraps an opened leasefs.Handle with its open flags.
-func handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errno) {
+// handle wraps an opened leasefs.Handle with its open flags. Payloads get a
+// handle without PassthroughFd when passthrough is off, so go-fuse never
+// asks the kernel to register the backing file. No handle has anything to
+// flush (writes reach leasefs whole, at write(2)), so every open sets
+// FOPEN_NOFLUSH and close(2) costs no FLUSH round trip.
+func (n *node) handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errno) {
+	const cached, direct = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH
 	if h.File != nil {
-		return &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.File)}, fuse.FOPEN_KEEP_CACHE, 0
+		pf := &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.File)}
+		if n.noPassthrough {
+			return pf, cached, 0
+		}
+		return &passthroughFile{pf}, cached, 0
 	}
-	return &textFile{data: h.Data}, fuse.FOPEN_DIRECT_IO, 0
+	if h.Snapshot != nil {
+		// Read from the fd like a payload, but never cached or passed
+		// through: each open has its own snapshot.
+		return &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.Snapshot)}, direct, 0
+	}
+	return &textFile{data: h.Data}, direct, 0
 }
 
 // Create acquires a lease (generations/<gen>/leases/<clone-id> or
@@ -222,7 +232,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 			return nil, nil, 0, n.refuse("open", name, err)
 		}
 	}
-	fh, fl, _ := handle(h)
+	fh, fl, _ := n.handle(h)
 	return n.newChild(ctx, cr.Node), fh, fl, 0
 }
 
@@ -380,4 +390,45 @@ func (n *node) invalidateGeneration(name string) {
 		dir.NotifyEntry(name)
 		dir.RmChild(name)
 	}
+}
+
+// Getxattr and Listxattr serve leasefs.FS.Xattrs: the digest and
+// generation of payload files. A name a node lacks is ENODATA.
+var (
+	_ = (fusefs.NodeGetxattrer)((*node)(nil))
+	_ = (fusefs.NodeListxattrer)((*node)(nil))
+)
+
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	xs, err := n.lfs.Xattrs(n.ln)
+	if err != nil {
+		return 0, errnoOf(err)
+	}
+	for _, x := range xs {
+		if x.Name == attr {
+			return copyOut(dest, x.Value)
+		}
+	}
+	return 0, syscall.ENODATA
+}
+
+func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	xs, err := n.lfs.Xattrs(n.ln)
+	if err != nil {
+		return 0, errnoOf(err)
+	}
+	var names []byte
+	for _, x := range xs {
+		names = append(append(names, x.Name...), 0)
+	}
+	return copyOut(dest, names)
+}
+
+// copyOut answers an xattr request: a zero-size dest asks for the size,
+// a dest too small is ERANGE (getxattr(2)).
+func copyOut(dest, value []byte) (uint32, syscall.Errno) {
+	if len(dest) < len(value) {
+		return uint32(len(value)), syscall.ERANGE
+	}
+	return uint32(copy(dest, value)), 0
 }

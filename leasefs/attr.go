@@ -59,19 +59,14 @@ func (f *FS) Attr(n Node) (Attr, error) {
 	case KindRoot:
 		a.Mode, a.Nlink = modeDir, 2+5 // keys, generations, leases, tombstones, retiring
 	case KindKeysDir, KindGenerationsDir, KindTombstonesDir, KindRetiringDir:
-		info, err := f.st.Info()
-		if err != nil {
-			return Attr{}, err
-		}
-		subdirs := map[Kind]int{
-			KindKeysDir:        info.Keys,
-			KindGenerationsDir: info.Generations - info.Tombstoned - info.Retiring,
-			KindTombstonesDir:  info.Tombstoned,
-			KindRetiringDir:    info.Retiring,
-		}[n.kind]
-		a.Mode, a.Nlink = modeDir, uint32(2+subdirs)
+		// Link count 1, "subdirectories not counted" as on btrfs, so find
+		// does not skip subdirectories: counting them would walk the index
+		// on every stat of a path through here.
+		a.Mode, a.Nlink = modeDir, 1
 	case KindLeasesDir:
 		a.Mode, a.Nlink = modeLeasesDir, 2
+	case KindIndexFile:
+		return f.indexAttr(a)
 	case KindStoreFile:
 		var err error
 		if text, err = f.renderStore(); err != nil {

@@ -45,11 +45,11 @@ type FS struct {
 // (store.OwnerUID) and the process's effective group. It returns the
 // store's error if its identity cannot be read.
 func New(st *store.Store, opts Options) (*FS, error) {
-	info, err := st.Info()
+	created, err := st.CreatedAt() // not Info: it walks every record
 	if err != nil {
-		return nil, fmt.Errorf("leasefs: read store info: %w", err)
+		return nil, fmt.Errorf("leasefs: read store creation time: %w", err)
 	}
-	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: info.CreatedAt, killWait: opts.KillWait}
+	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: created, killWait: opts.KillWait}
 	if f.killWait <= 0 {
 		f.killWait = DefaultKillWait
 	}
@@ -72,6 +72,7 @@ var (
 		kind Kind
 	}{
 		{"store", KindStoreFile},
+		{IndexFileName, KindIndexFile},
 		{"keys", KindKeysDir},
 		{"generations", KindGenerationsDir},
 		{"leases", KindLeasesDir},

@@ -31,6 +31,7 @@ const (
 	KindRetiringDir                         // retiring/
 	KindKeyLeasesDir                        // keys/<key-id>/leases/
 	KindCtlFile                             // <gen>/ctl
+	KindIndexFile                           // store.db
 )
 
 var kindNames = [...]string{
@@ -53,6 +54,7 @@ var kindNames = [...]string{
 	KindRetiringDir:         "retiring directory",
 	KindKeyLeasesDir:        "key leases directory",
 	KindCtlFile:             "ctl file",
+	KindIndexFile:           "index snapshot file",
 }
 
 // String names the kind, e.g. "payload file".
@@ -113,6 +115,7 @@ const (
 	InoLeases      = 5
 	InoTombstones  = 6
 	InoRetiring    = 7
+	InoIndex       = 8
 )
 
 // inoClass is the class byte of each kind with a per-object number.
@@ -163,15 +166,18 @@ func (n Node) Generation() store.GenerationID {
 	return 0
 }
 
-// Immutable reports whether the node's attributes and content never change
-// and its name never leaves its parent while its generation or key exists:
-// payload directories and files, manifest, ctl and key files (a ctl file
-// always reads the same; writes to it change other nodes). Adapters may
-// let the kernel cache these for long; everything else can change at any
-// commit and must not be cached.
+// Immutable reports whether the node's attributes never change and its
+// name never leaves its parent while its generation or key exists, and for
+// files also their content: the root and its fixed directories, payload
+// and generation leases directories, payload files, manifest, ctl and key
+// files (a ctl file always reads the same; writes to it change other
+// nodes). A directory's listing is not covered. Adapters may let the
+// kernel cache these for long; everything else can change at any commit
+// and must not be cached.
 func (n Node) Immutable() bool {
 	switch n.kind {
-	case KindPayloadDir, KindPayloadFile, KindManifestFile, KindKeyFile, KindCtlFile:
+	case KindRoot, KindKeysDir, KindGenerationsDir, KindLeasesDir, KindTombstonesDir, KindRetiringDir,
+		KindPayloadDir, KindGenerationLeasesDir, KindPayloadFile, KindManifestFile, KindKeyFile, KindCtlFile:
 		return true
 	}
 	return false
@@ -196,6 +202,8 @@ func (n Node) Ino() uint64 {
 		return InoTombstones
 	case KindRetiringDir:
 		return InoRetiring
+	case KindIndexFile:
+		return InoIndex
 	}
 	class := inoClass[n.kind]
 	if n.kind == KindPayloadFile {

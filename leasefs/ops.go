@@ -24,6 +24,11 @@ type Handle struct {
 	// The caller owns it and must close it. Payloads never change, so
 	// adapters may keep the page cache across opens.
 	File *os.File
+	// Snapshot is store.db's index snapshot, taken at open
+	// (store.SnapshotIndex) into an unlinked file. The caller owns it and
+	// must close it. Each open sees its own snapshot, so adapters serve it
+	// without the page cache (direct I/O).
+	Snapshot *os.File
 }
 
 // isWritable reports whether n takes writes: lease files (`pid N`,
@@ -61,6 +66,12 @@ func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 			return Handle{}, err
 		}
 		return Handle{File: file}, nil
+	case n.kind == KindIndexFile:
+		file, _, err := f.st.SnapshotIndex()
+		if err != nil {
+			return Handle{}, err
+		}
+		return Handle{Snapshot: file}, nil
 	}
 	data, err := f.content(n)
 	if err != nil {

@@ -28,6 +28,10 @@ var (
 	// ErrExists is returned by Init when the directory already holds a store
 	// or other files.
 	ErrExists = errors.New("already exists")
+	// ErrBackupMismatch is returned by Restore when a backed-up payload is
+	// missing, has another size, or its SHA-256 differs from the digest its
+	// generation record holds. The message names the file and both values.
+	ErrBackupMismatch = errors.New("backup does not match its index")
 )
 
 // Errors returned by settings.

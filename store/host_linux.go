@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -14,13 +15,11 @@ import (
 // or parsed.
 func ReadHostFacts() (HostFacts, error) {
 	f := HostFacts{HostClock: "linux-boottime"}
-	var err error
-	if f.HostID, err = readHex16("/etc/machine-id"); err != nil {
+	ids, err := hostIDs()
+	if err != nil {
 		return f, err
 	}
-	if f.BootID, err = readHex16("/proc/sys/kernel/random/boot_id"); err != nil {
-		return f, err
-	}
+	f.HostID, f.BootID = ids[0], ids[1]
 	var a, b unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &a); err != nil {
 		return f, fmt.Errorf("CLOCK_BOOTTIME: %w", err)
@@ -31,6 +30,34 @@ func ReadHostFacts() (HostFacts, error) {
 	}
 	f.MonotonicNs = uint64(a.Nano()+b.Nano()) / 2
 	return f, nil
+}
+
+// hostIDs returns the machine ID and boot ID, read from their files at the
+// first success and then kept: neither changes while the kernel runs, and
+// reading both took a tenth of the daemon's CPU time per lease create
+// (docs/performance.md). A failed read is not kept, so it is tried again.
+func hostIDs() ([2][16]byte, error) {
+	hostIDCache.mu.Lock()
+	defer hostIDCache.mu.Unlock()
+	if hostIDCache.ok {
+		return hostIDCache.ids, nil
+	}
+	var ids [2][16]byte
+	var err error
+	if ids[0], err = readHex16("/etc/machine-id"); err != nil {
+		return ids, err
+	}
+	if ids[1], err = readHex16("/proc/sys/kernel/random/boot_id"); err != nil {
+		return ids, err
+	}
+	hostIDCache.ids, hostIDCache.ok = ids, true
+	return ids, nil
+}
+
+var hostIDCache struct {
+	mu  sync.Mutex
+	ids [2][16]byte
+	ok  bool
 }
 
 // readHex16 reads a file holding 32 hex digits, dashes allowed (a UUID).

@@ -10,12 +10,12 @@ import (
 )
 
 func getGeneration(tx *bolt.Tx, id GenerationID) (Generation, error) {
-	var g Generation
-	found, err := getJSON(tx.Bucket(bucketGenerations), genKey(id), &g)
-	if err == nil && !found {
-		err = fmt.Errorf("generation %s: %w", id, ErrNotFound)
+	key := genKey(id)
+	raw := tx.Bucket(bucketGenerations).Get(key)
+	if raw == nil {
+		return Generation{}, fmt.Errorf("generation %s: %w", id, ErrNotFound)
 	}
-	return g, err
+	return decodedGenerations.decode(key, raw)
 }
 
 // Generation returns the record of generation id, or ErrNotFound.

@@ -341,7 +341,7 @@ func (s *Store) Info() (Info, error) {
 			return err
 		}
 		return tx.Bucket(bucketGenerations).ForEach(func(k, v []byte) error {
-			var g Generation
+			var g struct{ State GenerationState } // the state only: no artifacts decoded
 			if _, err := getJSON(tx.Bucket(bucketGenerations), k, &g); err != nil {
 				return err
 			}

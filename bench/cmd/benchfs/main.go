@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command benchfs is the measuring half of bench/run: each subcommand does
 // one timed job and prints its figure on stdout as a bare number; bench/run
 // names the figures and computes the ratios. Progress and notes go to
@@ -7,7 +9,7 @@
 //	benchfs read FILE                    sequential read, 1 MiB at a time: MiB/s
 //	benchfs evict FILE...                drop the files' clean cached pages (POSIX_FADV_DONTNEED)
 //	benchfs fsync DIR COUNT              durable records, temp + fsync + rename + dir fsync each: records/s
-//	benchfs create DIR CALLERS COUNT PREFIX  COUNT files O_CREAT|O_EXCL + close from CALLERS goroutines: files/s
+//	benchfs create DIR[:DIR...] CALLERS COUNT PREFIX  COUNT files O_CREAT|O_EXCL + close from CALLERS goroutines, caller k in the k-th DIR: files/s
 //	benchfs stat FILE COUNT              stat(2) latency, 99th percentile: µs
 //	benchfs leases STORE GEN COUNT CALLERS   COUNT leases by store.AcquireLease (store not mounted): leases/s
 package main
@@ -21,6 +23,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -229,10 +232,12 @@ func fsyncRecords(dir, countArg string) error {
 	return nil
 }
 
-// create makes count files dir/PREFIX-<i> with O_CREAT|O_EXCL and closes
-// each, from callers goroutines at once, and prints files/s. Any failed
-// create fails the run.
-func create(dir, callersArg, countArg, prefix string) error {
+// create makes count files DIR/PREFIX-<i> with O_CREAT|O_EXCL and closes
+// each, from callers goroutines at once, and prints files/s. dirs is one
+// directory or several joined by ':'; caller k creates in the k-th (mod
+// their number), as orchestrators that give each template its own
+// generation do. Any failed create fails the run.
+func create(dirs, callersArg, countArg, prefix string) error {
 	callers, err := count(callersArg)
 	if err != nil {
 		return err
@@ -246,7 +251,9 @@ func create(dir, callersArg, countArg, prefix string) error {
 	var first error
 	var wg sync.WaitGroup
 	start := time.Now()
-	for range callers {
+	dirList := strings.Split(dirs, ":")
+	for k := range callers {
+		dir := dirList[k%len(dirList)]
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
 				fd, err := unix.Open(filepath.Join(dir, fmt.Sprintf("%s-%07d", prefix, i)), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package fs
+package conformance
 
 import (
 	"encoding/json"
@@ -104,8 +104,8 @@ func (e *env) wantListed(dir string, want ...string) {
 	}
 }
 
-func TestLeaseBindAndKill(t *testing.T) {
-	e := newEnv(t)
+func testLeaseBindAndKill(t *testing.T, b Backend) {
+	e := newEnv(t, b)
 	sleep := startSleep(t)
 	pid := strconv.Itoa(sleep.Process.Pid)
 
@@ -183,8 +183,8 @@ func create(e *env, rel string) error {
 	return f.Close()
 }
 
-func TestCtl(t *testing.T) {
-	e := newEnv(t)
+func testCtl(t *testing.T, b Backend) {
+	e := newEnv(t, b)
 	if got := e.read("generations/g000002/ctl"); got != "tombstone\nlift\nretire\n" {
 		t.Errorf("ctl reads %q", got)
 	}
@@ -233,8 +233,8 @@ func TestCtl(t *testing.T) {
 	e.wantGone("retiring/g000001")
 }
 
-func TestRetire(t *testing.T) {
-	e := newEnv(t)
+func testRetire(t *testing.T, b Backend) {
+	e := newEnv(t, b)
 	if err := os.Rename(e.path("generations/g000001"), e.path("tombstones/g000001")); err != nil {
 		t.Fatal(err)
 	}
@@ -298,8 +298,8 @@ func TestRetire(t *testing.T) {
 	e.wantListed("generations", "g000002")
 }
 
-func TestLift(t *testing.T) {
-	e := newEnv(t)
+func testLift(t *testing.T, b Backend) {
+	e := newEnv(t, b)
 	for _, g := range []string{"g000001", "g000002"} {
 		if err := os.Rename(e.path("generations/"+g), e.path("tombstones/"+g)); err != nil {
 			t.Fatal(err)
@@ -323,8 +323,8 @@ func TestLift(t *testing.T) {
 	}
 }
 
-func TestKeyLeases(t *testing.T) {
-	e := newEnv(t)
+func testKeyLeases(t *testing.T, b Backend) {
+	e := newEnv(t, b)
 	dir := "keys/" + e.gens[0].KeyID + "/leases"
 	e.wantListed(dir, "c1")
 	if out, err := exec.Command("touch", e.path(dir+"/k1")).CombinedOutput(); err != nil {
@@ -400,12 +400,12 @@ func (e *env) storeState() string {
 	return string(b)
 }
 
-func TestOtherUser(t *testing.T) {
+func testOtherUser(t *testing.T, b Backend) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run tools as another uid")
 	}
 	t.Run("allow_other", func(t *testing.T) {
-		e := newEnvWith(t, MountOptions{AllowOther: true}, traversableDir(t))
+		e := newEnvWith(t, b, MountOptions{AllowOther: true}, traversableDir(t))
 		before := e.storeState()
 		for _, args := range [][]string{
 			{"ls", "-l", e.path("generations/g000001")},
@@ -444,7 +444,7 @@ func TestOtherUser(t *testing.T) {
 		}
 	})
 	t.Run("owner only", func(t *testing.T) {
-		e := newEnvWith(t, MountOptions{}, traversableDir(t))
+		e := newEnvWith(t, b, MountOptions{}, traversableDir(t))
 		for _, args := range [][]string{{"stat", e.mnt}, {"ls", e.path("generations")}, {"cat", e.path("store")}} {
 			out, err := asNobody(args[0], args[1:]...)
 			if err == nil || !strings.Contains(out, "Permission denied") {

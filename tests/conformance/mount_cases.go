@@ -1,15 +1,12 @@
 //go:build linux
 
-package fs
+package conformance
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,280 +17,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"templatefs/internal/capturetest"
 	"templatefs/leasefs"
 	"templatefs/store"
 	"templatefs/store/manifest"
-	"templatefs/store/templatekey"
 )
 
-// The test binary re-executes itself to mmap payloads: a page fault on a
-// FUSE file blocks its OS thread, which must not be one of the threads
-// serving the mount (go-fuse fs/api.go, "Deadlocks" 3).
-const (
-	childEnv     = "TEMPLATEFS_FS_TEST_CHILD"
-	childPathEnv = "TEMPLATEFS_FS_TEST_PATH"
-	childWantEnv = "TEMPLATEFS_FS_TEST_WANT"
-)
-
-func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "mmap" {
-		if err := mmapChild(os.Getenv(childPathEnv), os.Getenv(childWantEnv)); err != nil {
-			fmt.Println(err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
-// skipOrFail skips a test that needs FUSE, or fails it when
-// TEMPLATEFS_REQUIRE_FUSE=1.
-func skipOrFail(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("TEMPLATEFS_REQUIRE_FUSE") == "1" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
-
-func requireFUSE(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		skipOrFail(t, "FUSE unavailable: %v", err)
-	}
-	if os.Geteuid() != 0 {
-		if _, err := exec.LookPath("fusermount3"); err != nil {
-			skipOrFail(t, "not root and no fusermount3: %v", err)
-		}
-	}
-}
-
-// syncBuffer collects log output written from server goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// env is a store with three published generations under one key, and
-// lease c1 on g000001, mounted at mnt.
-type env struct {
-	t        *testing.T
-	storeDir string
-	capture  string
-	gens     []store.Generation
-	mnt      string
-	st       *store.Store
-	lfs      *leasefs.FS
-	srv      *fuse.Server
-	log      *syncBuffer
-	opts     MountOptions // what mount passes to Mount
-}
-
-func newEnv(t *testing.T) *env {
-	t.Helper()
-	return newEnvWith(t, MountOptions{}, t.TempDir())
-}
-
-// newEnvWith is newEnv mounting at mnt with opts.
-func newEnvWith(t *testing.T, opts MountOptions, mnt string) *env {
-	t.Helper()
-	requireFUSE(t)
-	e := &env{t: t, storeDir: filepath.Join(t.TempDir(), "store"), log: &syncBuffer{}, opts: opts}
-	// 64 MiB memory.bin with three 4 KiB data blocks, captured now so
-	// generations are inside the restore window.
-	o := manifest.SampleOptions{StateSizeBytes: 100_000, MemorySizeBytes: 64 << 20, CaptureUTC: time.Now()}
-	e.capture = capturetest.Make(t, t.TempDir(), o)
-	if err := store.Init(e.storeDir); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(e.storeDir, store.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	class := templatekey.SampleClass()
-	for range 3 {
-		g, err := st.Publish(e.capture, &class)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.gens = append(e.gens, g)
-	}
-	if _, _, err := st.AcquireLease(e.gens[0].ID, "c1"); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e.mount(mnt)
-	return e
-}
-
-// mount opens the store and mounts it at mnt; cleanup unmounts it.
-func (e *env) mount(mnt string) {
-	e.t.Helper()
-	st, err := store.Open(e.storeDir, store.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	lfs, err := leasefs.New(st, leasefs.Options{Logger: slog.New(slog.NewTextHandler(e.log, nil))})
-	if err != nil {
-		st.Close()
-		e.t.Fatal(err)
-	}
-	srv, err := Mount(mnt, lfs, e.opts)
-	if err != nil {
-		st.Close()
-		skipOrFail(e.t, "mount %s: %v", mnt, err)
-	}
-	e.mnt, e.st, e.lfs, e.srv = mnt, st, lfs, srv
-	e.t.Cleanup(e.unmount)
-}
-
-// unmount unmounts and closes the store; safe to call twice.
-func (e *env) unmount() {
-	if e.srv == nil {
-		return
-	}
-	if err := e.srv.Unmount(); err != nil {
-		e.t.Errorf("unmount %s: %v", e.mnt, err)
-	}
-	e.srv.Wait()
-	if err := e.st.Close(); err != nil {
-		e.t.Errorf("close store: %v", err)
-	}
-	e.srv, e.st = nil, nil
-}
-
-func (e *env) path(rel string) string { return filepath.Join(e.mnt, rel) }
-
-func (e *env) lstat(rel string) *syscall.Stat_t {
-	e.t.Helper()
-	var st syscall.Stat_t
-	if err := syscall.Lstat(e.path(rel), &st); err != nil {
-		e.t.Fatalf("lstat %s: %v", rel, err)
-	}
-	return &st
-}
-
-func (e *env) names(rel string) []string {
-	e.t.Helper()
-	entries, err := os.ReadDir(e.path(rel))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var out []string
-	for _, d := range entries {
-		out = append(out, d.Name())
-	}
-	return out
-}
-
-func wantErrno(t *testing.T, what string, err error, want syscall.Errno) {
-	t.Helper()
-	if !errors.Is(err, want) {
-		t.Errorf("%s: %v, want %v", what, err, want)
-	}
-}
-
-// dirent is one entry read with getdents64.
-type dirent struct {
-	ino  uint64
-	typ  uint8
-	name string
-}
-
-// readDirents lists dir with getdents64(2), which shows d_ino; "." and ".."
-// are left out.
-func readDirents(t *testing.T, dir string) []dirent {
-	t.Helper()
-	f, err := os.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []dirent
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := unix.Getdents(int(f.Fd()), buf)
-		if err != nil {
-			t.Fatalf("getdents %s: %v", dir, err)
-		}
-		if n == 0 {
-			return out
-		}
-		// struct linux_dirent64: u64 d_ino, s64 d_off, u16 d_reclen, u8 d_type, char d_name[].
-		for off := 0; off < n; {
-			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
-			name := string(buf[off+19 : off+reclen])
-			name = name[:strings.IndexByte(name, 0)]
-			if name != "." && name != ".." {
-				out = append(out, dirent{ino: binary.NativeEndian.Uint64(buf[off:]), typ: buf[off+18], name: name})
-			}
-			off += reclen
-		}
-	}
-}
-
-// walk lists every path of the mount with its inode number from lstat,
-// checking on the way that getdents' d_ino and d_type agree with lstat
-// and with leasefs.
-func (e *env) walk() map[string]uint64 {
-	e.t.Helper()
-	out := map[string]uint64{".": e.lstat(".").Ino}
-	var rec func(rel string)
-	rec = func(rel string) {
-		for _, d := range readDirents(e.t, e.path(rel)) {
-			p := filepath.Join(rel, d.name)
-			st := e.lstat(p)
-			if d.ino != st.Ino {
-				e.t.Errorf("%s: d_ino %#x, st_ino %#x", p, d.ino, st.Ino)
-			}
-			isDir := st.Mode&syscall.S_IFMT == syscall.S_IFDIR
-			if isDir != (d.typ == syscall.DT_DIR) {
-				e.t.Errorf("%s: d_type %d, st_mode %o", p, d.typ, st.Mode)
-			}
-			if n, err := e.lfs.Walk(p); err != nil || n.Ino() != st.Ino {
-				e.t.Errorf("%s: leasefs ino %#x (%v), st_ino %#x", p, n.Ino(), err, st.Ino)
-			}
-			out[p] = st.Ino
-			if isDir {
-				rec(p)
-			}
-		}
-	}
-	rec(".")
-	return out
-}
-
-func TestMountTree(t *testing.T) {
-	e := newEnv(t)
+func testMountTree(t *testing.T, b Backend) {
+	e := newEnv(t, b)
 	inos := e.walk()
 	if inos["."] != leasefs.InoRoot {
 		t.Errorf("root ino %d, want %d", inos["."], leasefs.InoRoot)
 	}
-	// root, store, tombstones, retiring; keys/ with one key, its two
-	// files, its leases/ and lease c1 there; generations/ with 3 x 9
-	// nodes and lease c1; leases/ with c1.
-	if want := 4 + 6 + 1 + 3*9 + 1 + 2; len(inos) != want {
+	// root, store, store.db, tombstones, retiring; keys/ with one key,
+	// its two files, its leases/ and lease c1 there; generations/ with
+	// 3 x 9 nodes and lease c1; leases/ with c1.
+	if want := 5 + 6 + 1 + 3*9 + 1 + 2; len(inos) != want {
 		t.Errorf("walk found %d paths, want %d", len(inos), want)
 	}
-	if got := e.names("."); !slices.Equal(got, []string{"generations", "keys", "leases", "retiring", "store", "tombstones"}) {
+	if got := e.names("."); !slices.Equal(got, []string{"generations", "keys", "leases", "retiring", "store", "store.db", "tombstones"}) {
 		t.Errorf("root lists %q", got)
 	}
 	st := e.lstat("generations/g000001/leases/c1")
@@ -318,8 +61,8 @@ func TestMountTree(t *testing.T) {
 	}
 }
 
-func TestPayload(t *testing.T) {
-	e := newEnv(t)
+func testPayload(t *testing.T, b Backend) {
+	e := newEnv(t, b)
 	g := e.gens[0]
 	for _, name := range []string{manifest.ManifestFileName, manifest.StateFileName, manifest.MemoryFileName} {
 		rel := "generations/g000001/payload/" + name
@@ -358,6 +101,9 @@ func TestPayload(t *testing.T) {
 	}
 
 	t.Run("seek data and holes", func(t *testing.T) {
+		if b.NoSeekData {
+			t.Skipf("%s: lseek does not reach the backing file", b.Name)
+		}
 		f, err := os.Open(e.path(rel))
 		if err != nil {
 			t.Fatal(err)
@@ -455,8 +201,8 @@ func mmapChild(path, wantPath string) error {
 	return nil
 }
 
-func TestLeases(t *testing.T) {
-	e := newEnv(t)
+func testLeases(t *testing.T, b Backend) {
+	e := newEnv(t, b)
 	create := func(rel string, flags int) error {
 		f, err := os.OpenFile(e.path(rel), flags, 0o644)
 		if err == nil {
@@ -543,8 +289,8 @@ func TestLeases(t *testing.T) {
 	}
 }
 
-func TestTombstone(t *testing.T) {
-	e := newEnv(t)
+func testTombstone(t *testing.T, b Backend) {
+	e := newEnv(t, b)
 	before := e.lstat("generations/g000001").Ino
 	if err := os.Rename(e.path("generations/g000001"), e.path("tombstones/g000001")); err != nil {
 		t.Fatalf("mv to tombstones: %v", err)
@@ -605,8 +351,8 @@ func TestTombstone(t *testing.T) {
 	}
 }
 
-func TestInoStableAcrossRemount(t *testing.T) {
-	e := newEnv(t)
+func testInoStableAcrossRemount(t *testing.T, b Backend) {
+	e := newEnv(t, b)
 	before := e.walk()
 	e.unmount()
 	e.mount(t.TempDir())
@@ -624,8 +370,8 @@ func TestInoStableAcrossRemount(t *testing.T) {
 // TestParallel creates, reads and removes leases from many goroutines at
 // once while others read payloads and status (go-fuse "Parallelism": run
 // under -race).
-func TestParallel(t *testing.T) {
-	e := newEnv(t)
+func testParallel(t *testing.T, b Backend) {
+	e := newEnv(t, b)
 	const workers = 8
 	var wg sync.WaitGroup
 	errs := make(chan error, 4*workers)

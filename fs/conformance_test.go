@@ -1,0 +1,56 @@
+//go:build linux
+
+package fs
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"templatefs/leasefs"
+	"templatefs/tests/conformance"
+)
+
+func TestMain(m *testing.M) { conformance.Main(m) }
+
+// TestConformance runs the mount-level suite against go-fuse.
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Backend{Name: "go-fuse", Mount: mount})
+}
+
+// mount is the conformance.MountFunc of go-fuse. To count requests it
+// turns on go-fuse's debug log and counts its "rx" lines.
+func mount(lfs *leasefs.FS, mnt string, opts conformance.MountOptions) (func() error, error) {
+	mo := MountOptions{AllowOther: opts.AllowOther, Logger: slog.New(slog.DiscardHandler)}
+	if opts.Requests != nil {
+		mo.Debug, mo.Logger = true, slog.New(requestCounter{opts.Requests})
+	}
+	srv, err := Mount(mnt, lfs, mo)
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		err := srv.Unmount()
+		srv.Wait()
+		return err
+	}, nil
+}
+
+// requestCounter is a slog.Handler counting go-fuse's debug lines for
+// LOOKUP and GETATTR requests ("rx 12: LOOKUP n1 ..."), dropping all
+// other output.
+type requestCounter struct{ n *atomic.Int64 }
+
+func (c requestCounter) Enabled(context.Context, slog.Level) bool { return true }
+
+func (c requestCounter) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "rx ") && (strings.Contains(r.Message, ": LOOKUP ") || strings.Contains(r.Message, ": GETATTR ")) {
+		c.n.Add(1)
+	}
+	return nil
+}
+
+func (c requestCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c requestCounter) WithGroup(string) slog.Handler      { return c }

@@ -1,0 +1,191 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// IndexSize returns the size in bytes of the index as a snapshot taken now
+// would be (bolt.Tx.Size). A later commit can change it.
+func (s *Store) IndexSize() (int64, error) {
+	var n int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		n = tx.Size()
+		return nil
+	})
+	return n, err
+}
+
+// SnapshotIndex writes a consistent copy of the index, taken in one read
+// transaction (bolt.Tx.WriteTo), to an unlinked temporary file in staging/
+// and returns it positioned at 0 with its size. The caller owns the file
+// and must close it. A file left by a crash is removed by the next Open
+// (staging/ is emptied). Errors: the temporary file's or the copy's.
+func (s *Store) SnapshotIndex() (*os.File, int64, error) {
+	f, err := os.CreateTemp(filepath.Join(s.dir, StagingDir), "index-snapshot-*")
+	if err != nil {
+		return nil, 0, fmt.Errorf("snapshot index: %w", err)
+	}
+	// Unlinked at once where the OS allows it (not Windows: Open cleans up).
+	os.Remove(f.Name())
+	var n int64
+	err = s.db.View(func(tx *bolt.Tx) error {
+		n, err = tx.WriteTo(f)
+		return err
+	})
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("snapshot index into %s: %w", f.Name(), err)
+	}
+	return f, n, nil
+}
+
+// BackupSource opens the backed-up copy of one artifact of generation g
+// for Restore. It returns an error wrapping fs.ErrNotExist when the backup
+// lacks the file.
+type BackupSource func(g Generation, a Artifact) (*os.File, error)
+
+// Restore builds the store dir from a backup: index is a snapshot of an
+// index (SnapshotIndex, as MNT/store.db), open gives each artifact's
+// backed-up copy. Every artifact of every generation is copied sparsely
+// into payload/<gen>/ and its size and SHA-256 checked against the
+// generation record; every file and directory is fsynced. The store is
+// built in a sibling directory and renamed to dir only when complete, so a
+// failure leaves nothing behind. dir must be missing or an empty
+// directory. Errors: ErrExists (dir holds something), ErrBackupMismatch,
+// the schema errors of Open for an index of another schema, or I/O errors,
+// each naming the path.
+func Restore(dir, index string, open BackupSource) (err error) {
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return fmt.Errorf("restore into %s: directory holds %q: %w", dir, entries[0].Name(), ErrExists)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("restore into %s: %w", dir, err)
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".restore-*")
+	if err != nil {
+		return fmt.Errorf("restore into %s: %w", dir, err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	for _, sub := range []string{PayloadDir, StagingDir} {
+		if err := os.Mkdir(filepath.Join(tmp, sub), 0o700); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+	}
+	if err := copyIndex(filepath.Join(tmp, IndexFile), index); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	gens, err := backupGenerations(filepath.Join(tmp, IndexFile))
+	if err != nil {
+		return fmt.Errorf("restore from %s: %w", index, err)
+	}
+	for _, g := range gens {
+		if err := restorePayload(filepath.Join(tmp, PayloadDir, g.ID.String()), g, open); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+	}
+	for _, d := range []string{filepath.Join(tmp, PayloadDir), filepath.Join(tmp, StagingDir), tmp} {
+		if err := syncDir(d); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+	}
+	os.Remove(dir) // an empty directory; rename cannot replace it everywhere
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("restore: rename %s to %s: %w", tmp, dir, err)
+	}
+	return syncDir(parent)
+}
+
+// copyIndex copies the index snapshot at src to dst (mode 0600) and fsyncs it.
+func copyIndex(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	if _, err := io.Copy(out, in); err != nil {
+		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
+	}
+	if err := out.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dst, err)
+	}
+	return out.Close()
+}
+
+// backupGenerations checks the schema of the index at path and returns
+// every generation record in it.
+func backupGenerations(path string) ([]Generation, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open index %s: %w", path, err)
+	}
+	defer db.Close()
+	var gens []Generation
+	err = db.View(func(tx *bolt.Tx) error {
+		if err := checkSchema(tx); err != nil {
+			return err
+		}
+		b := tx.Bucket(bucketGenerations)
+		return b.ForEach(func(k, _ []byte) error {
+			var g Generation
+			if _, err := getJSON(b, k, &g); err != nil {
+				return err
+			}
+			gens = append(gens, g)
+			return nil
+		})
+	})
+	return gens, err
+}
+
+// restorePayload copies every artifact of g into dir (created here) with
+// copyArtifact and checks its size and digest.
+func restorePayload(dir string, g Generation, open BackupSource) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	for _, a := range g.Artifacts {
+		src, err := open(g, a)
+		if err != nil {
+			return fmt.Errorf("generation %s %s: %w (%w)", g.ID, a.Name, ErrBackupMismatch, err)
+		}
+		digest, err := restoreArtifact(filepath.Join(dir, a.Name), src, a)
+		src.Close()
+		if err != nil {
+			return fmt.Errorf("generation %s %s: %w", g.ID, a.Name, err)
+		}
+		if digest != a.SHA256 {
+			return fmt.Errorf("generation %s %s: sha256 %s, index holds %s: %w", g.ID, a.Name, digest, a.SHA256, ErrBackupMismatch)
+		}
+	}
+	return syncDir(dir)
+}
+
+func restoreArtifact(dst string, src *os.File, a Artifact) (string, error) {
+	fi, err := src.Stat()
+	if err != nil {
+		return "", err
+	}
+	if fi.Size() != a.Size {
+		return "", fmt.Errorf("%s is %d bytes, index holds %d: %w", src.Name(), fi.Size(), a.Size, ErrBackupMismatch)
+	}
+	return copyArtifact(dst, src, a.Size)
+}

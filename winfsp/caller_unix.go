@@ -1,0 +1,16 @@
+//go:build linux && cgo && fuse3
+
+package winfsp
+
+import (
+	"github.com/winfsp/cgofuse/fuse"
+
+	"templatefs/leasefs"
+)
+
+// callerOf returns the credentials libfuse reports for the request being
+// served (fuse_get_context); call it only from a callback.
+func (f *fileSystem) callerOf() leasefs.Caller {
+	uid, _, _ := fuse.Getcontext()
+	return leasefs.Caller{UID: uid}
+}

@@ -1,0 +1,492 @@
+//go:build windows || (linux && cgo && fuse3)
+
+package winfsp
+
+import (
+	"io"
+	"math"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/winfsp/cgofuse/fuse"
+
+	"templatefs/leasefs"
+)
+
+// noHandle is the fh cgofuse passes when a call has no open handle.
+const noHandle = ^uint64(0)
+
+// handle is one open file: the leasefs node it was opened on (later
+// operations on the handle use it, not the path: WinFsp keeps the path it
+// opened with across a rename, fuse-and-store-notes.md §G3) and what
+// leasefs.FS.Open returned.
+type handle struct {
+	node leasefs.Node
+	h    leasefs.Handle
+}
+
+// fileSystem is the cgofuse FileSystemInterface over one leasefs.FS. Every
+// path callback walks its path with leasefs.FS.Walk and calls one leasefs
+// method; it keeps only the table of open handles.
+type fileSystem struct {
+	fuse.FileSystemBase
+	lfs   *leasefs.FS
+	owner leasefs.Caller // the store owner, for Windows callers (caller_windows.go)
+	init  func()         // called once from Init: the mount is serving
+
+	// requests, if set, counts Getattr callbacks (libfuse answers each
+	// LOOKUP and GETATTR with one), so tests can measure what the kernel
+	// caches (docs/windows.md, "Timeouts"). Set before the mount.
+	requests *atomic.Int64
+
+	mu      sync.Mutex
+	handles map[uint64]*handle
+	next    uint64
+}
+
+func newFileSystem(lfs *leasefs.FS, ready func()) (*fileSystem, error) {
+	root, err := lfs.Attr(lfs.Root())
+	if err != nil {
+		return nil, err
+	}
+	return &fileSystem{lfs: lfs, owner: leasefs.Caller{UID: root.UID}, init: ready, handles: map[uint64]*handle{}}, nil
+}
+
+// rel turns a cgofuse path ("/", "/generations/g000001") into the io/fs
+// path leasefs.FS.Walk takes.
+func rel(p string) string {
+	if p = strings.TrimPrefix(path.Clean("/"+p), "/"); p == "" {
+		return "."
+	}
+	return p
+}
+
+// walk resolves a cgofuse path to its node.
+func (f *fileSystem) walk(p string) (leasefs.Node, error) { return f.lfs.Walk(rel(p)) }
+
+// parent resolves the directory of p and returns it with p's last element.
+func (f *fileSystem) parent(p string) (leasefs.Node, string, error) {
+	dir, name := path.Split(path.Clean("/" + p))
+	n, err := f.walk(dir)
+	return n, name, err
+}
+
+// refuse maps the error of a refused mutation, logging it once.
+func (f *fileSystem) refuse(op, p string, err error) int {
+	return toFuse(f.lfs.Refuse(op, rel(p), err))
+}
+
+func (f *fileSystem) add(n leasefs.Node, h leasefs.Handle) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next++
+	f.handles[f.next] = &handle{node: n, h: h}
+	return f.next
+}
+
+func (f *fileSystem) get(fh uint64) (*handle, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h, ok := f.handles[fh]
+	return h, ok
+}
+
+// node returns the node of open handle fh, else resolves p.
+func (f *fileSystem) node(p string, fh uint64) (leasefs.Node, error) {
+	if h, ok := f.get(fh); ok && fh != noHandle {
+		return h.node, nil
+	}
+	return f.walk(p)
+}
+
+func fillStat(a leasefs.Attr, st *fuse.Stat_t) {
+	*st = fuse.Stat_t{
+		Ino:      a.Ino,
+		Mode:     uint32(a.Mode.Perm()) | fuse.S_IFREG,
+		Nlink:    a.Nlink,
+		Uid:      a.UID,
+		Gid:      a.GID,
+		Size:     a.Size,
+		Atim:     fuse.NewTimespec(a.Atime),
+		Mtim:     fuse.NewTimespec(a.Mtime),
+		Ctim:     fuse.NewTimespec(a.Ctime),
+		Birthtim: fuse.NewTimespec(a.Mtime),
+		Blksize:  int64(a.Blksize),
+		Blocks:   a.Blocks,
+	}
+	if a.Mode.IsDir() {
+		st.Mode = uint32(a.Mode.Perm()) | fuse.S_IFDIR
+	}
+}
+
+// Init reports that the file system is serving.
+func (f *fileSystem) Init() { f.init() }
+
+// Statfs reports a 4 KiB block size and 255-byte names; the tree has no
+// free space to report.
+func (f *fileSystem) Statfs(p string, st *fuse.Statfs_t) int {
+	*st = fuse.Statfs_t{Bsize: 4096, Frsize: 4096, Namemax: 255}
+	return 0
+}
+
+// Getattr reports leasefs.FS.Attr of the open handle's node, else of the
+// path's.
+func (f *fileSystem) Getattr(p string, st *fuse.Stat_t, fh uint64) int {
+	if f.requests != nil {
+		f.requests.Add(1)
+	}
+	n, err := f.node(p, fh)
+	if err != nil {
+		return errnoOf(err)
+	}
+	a, err := f.lfs.Attr(n)
+	if err != nil {
+		return errnoOf(err)
+	}
+	fillStat(a, st)
+	return 0
+}
+
+// Opendir checks that p is a directory; listings need no handle.
+func (f *fileSystem) Opendir(p string) (int, uint64) {
+	n, err := f.walk(p)
+	switch {
+	case err != nil:
+		return errnoOf(err), noHandle
+	case !n.IsDir():
+		return -fuse.ENOTDIR, noHandle
+	}
+	return 0, noHandle
+}
+
+// Releasedir has nothing to release.
+func (f *fileSystem) Releasedir(p string, fh uint64) int { return 0 }
+
+// Readdir lists the whole directory in one call (offset 0 to fill) with
+// each entry's stat, so readdir-plus and WinFsp need no Getattr per entry
+// and d_ino equals st_ino (use_ino). An entry that vanishes between the
+// listing and its stat is left out.
+func (f *fileSystem) Readdir(p string, fill func(name string, st *fuse.Stat_t, ofst int64) bool, ofst int64, fh uint64) int {
+	n, err := f.walk(p)
+	if err != nil {
+		return errnoOf(err)
+	}
+	entries, err := f.lfs.ReadDir(n)
+	if err != nil {
+		return errnoOf(err)
+	}
+	fill(".", nil, 0)
+	fill("..", nil, 0)
+	for _, e := range entries {
+		a, err := f.lfs.Attr(e.Node)
+		if err != nil {
+			continue
+		}
+		var st fuse.Stat_t
+		fillStat(a, &st)
+		if !fill(e.Name, &st, 0) {
+			break
+		}
+	}
+	return 0
+}
+
+func openFlags(flags int) leasefs.OpenFlags {
+	return leasefs.OpenFlags{Write: flags&fuse.O_ACCMODE != fuse.O_RDONLY, Truncate: flags&fuse.O_TRUNC != 0}
+}
+
+// Open opens a file with leasefs.FS.Open: a payload's backing file, or a
+// snapshot of a rendered text taken now.
+func (f *fileSystem) Open(p string, flags int) (int, uint64) {
+	n, err := f.walk(p)
+	if err != nil {
+		return errnoOf(err), noHandle
+	}
+	of := openFlags(flags)
+	h, err := f.lfs.Open(n, of, f.callerOf())
+	switch {
+	case err != nil && (of.Write || of.Truncate):
+		return f.refuse("open", p, err), noHandle
+	case err != nil:
+		return errnoOf(err), noHandle
+	}
+	return 0, f.add(n, h)
+}
+
+// Create acquires a lease with leasefs.FS.Create and opens it; elsewhere
+// leasefs refuses.
+func (f *fileSystem) Create(p string, flags int, mode uint32) (int, uint64) {
+	dir, name, err := f.parent(p)
+	if err != nil {
+		return errnoOf(err), noHandle
+	}
+	c := f.callerOf()
+	cr, err := f.lfs.Create(dir, name, flags&fuse.O_EXCL != 0, c)
+	if err != nil {
+		return f.refuse("create", p, err), noHandle
+	}
+	h := leasefs.Handle{Data: cr.Data}
+	if cr.Data == nil {
+		if h, err = f.lfs.Open(cr.Node, openFlags(flags), c); err != nil {
+			return f.refuse("open", p, err), noHandle
+		}
+	}
+	return 0, f.add(cr.Node, h)
+}
+
+// file returns the open file behind a handle: a payload's backing file
+// or store.db's index snapshot; nil for a rendered text.
+func (h *handle) file() *os.File {
+	if h.h.File != nil {
+		return h.h.File
+	}
+	return h.h.Snapshot
+}
+
+// Read serves a payload from its backing file, store.db from its index
+// snapshot and a text from the rendering taken at open.
+func (f *fileSystem) Read(p string, buff []byte, ofst int64, fh uint64) int {
+	h, ok := f.get(fh)
+	if !ok {
+		return -fuse.EBADF
+	}
+	if file := h.file(); file != nil {
+		n, err := file.ReadAt(buff, ofst)
+		if err != nil && err != io.EOF {
+			return -fuse.EIO
+		}
+		return n
+	}
+	if ofst >= int64(len(h.h.Data)) {
+		return 0
+	}
+	return copy(buff, h.h.Data[ofst:])
+}
+
+// Write hands each write to leasefs.FS.Write as one command, on the node
+// the handle was opened on.
+func (f *fileSystem) Write(p string, buff []byte, ofst int64, fh uint64) int {
+	h, ok := f.get(fh)
+	if !ok {
+		return -fuse.EBADF
+	}
+	n, err := f.lfs.Write(h.node, buff, f.callerOf())
+	if err != nil {
+		return f.refuse("write", p, err)
+	}
+	if n > math.MaxInt32 {
+		return -fuse.EINVAL
+	}
+	return n
+}
+
+// Flush has nothing to flush: every write takes effect durably at once.
+func (f *fileSystem) Flush(p string, fh uint64) int { return 0 }
+
+// Fsync has nothing to sync, as Flush.
+func (f *fileSystem) Fsync(p string, datasync bool, fh uint64) int { return 0 }
+
+// Release closes the handle's file, if any, and forgets the handle.
+func (f *fileSystem) Release(p string, fh uint64) int {
+	f.mu.Lock()
+	h, ok := f.handles[fh]
+	delete(f.handles, fh)
+	f.mu.Unlock()
+	if ok && h.file() != nil {
+		h.file().Close()
+	}
+	return 0
+}
+
+// setattr applies one attribute change with leasefs.FS.SetAttr.
+func (f *fileSystem) setattr(op, p string, fh uint64, ch leasefs.AttrChange) int {
+	n, err := f.node(p, fh)
+	if err != nil {
+		return errnoOf(err)
+	}
+	return f.refuse(op, p, f.lfs.SetAttr(n, ch, f.callerOf()))
+}
+
+// Truncate is a no-op on lease and ctl files; leasefs refuses the rest.
+func (f *fileSystem) Truncate(p string, size int64, fh uint64) int {
+	return f.setattr("truncate", p, fh, leasefs.ChangeSize)
+}
+
+// Chmod is refused by leasefs (EROFS, or EPERM on lease nodes).
+func (f *fileSystem) Chmod(p string, mode uint32) int {
+	return f.setattr("chmod", p, noHandle, leasefs.ChangeMode)
+}
+
+// Chmod3 is Chmod with the open handle's node (FUSE3).
+func (f *fileSystem) Chmod3(p string, mode uint32, fh uint64) int {
+	return f.setattr("chmod", p, fh, leasefs.ChangeMode)
+}
+
+// Chown is refused by leasefs, as Chmod.
+func (f *fileSystem) Chown(p string, uid, gid uint32) int {
+	return f.setattr("chown", p, noHandle, leasefs.ChangeOwner)
+}
+
+// Chown3 is Chown with the open handle's node (FUSE3).
+func (f *fileSystem) Chown3(p string, uid, gid uint32, fh uint64) int {
+	return f.setattr("chown", p, fh, leasefs.ChangeOwner)
+}
+
+// Utimens is a no-op on lease nodes (touch) and refused elsewhere.
+func (f *fileSystem) Utimens(p string, tmsp []fuse.Timespec) int {
+	return f.setattr("utimens", p, noHandle, leasefs.ChangeTimes)
+}
+
+// Utimens3 is Utimens with the open handle's node (FUSE3).
+func (f *fileSystem) Utimens3(p string, tmsp []fuse.Timespec, fh uint64) int {
+	return f.setattr("utimens", p, fh, leasefs.ChangeTimes)
+}
+
+// Access lets the kernel's and WinFsp's checks through, except DELETE_OK
+// (Windows: asked before a delete or rename, whose own result WinFsp may
+// ignore, fuse-and-store-notes.md §G3), which leasefs.FS.CheckRemove
+// answers: only lease files and generation directories may leave their
+// directory.
+func (f *fileSystem) Access(p string, mask uint32) int {
+	if mask&fuse.DELETE_OK == 0 {
+		_, err := f.walk(p)
+		return errnoOf(err)
+	}
+	dir, name, err := f.parent(p)
+	if err != nil {
+		return errnoOf(err)
+	}
+	return f.refuse("delete", p, f.lfs.CheckRemove(dir, name, f.callerOf()))
+}
+
+// Unlink releases a lease (leasefs.FS.Remove); other files are refused.
+func (f *fileSystem) Unlink(p string) int {
+	dir, name, err := f.parent(p)
+	if err != nil {
+		return errnoOf(err)
+	}
+	return f.refuse("unlink", p, f.lfs.Remove(dir, name, f.callerOf()))
+}
+
+// Rmdir retires a tombstoned generation (leasefs.FS.Rmdir); every other
+// rmdir is refused.
+func (f *fileSystem) Rmdir(p string) int {
+	dir, name, err := f.parent(p)
+	if err != nil {
+		return errnoOf(err)
+	}
+	return f.refuse("rmdir", p, f.lfs.Rmdir(dir, name, f.callerOf()))
+}
+
+// makeEntry refuses mkdir, mknod, symlink and link with leasefs.FS.MakeEntry.
+func (f *fileSystem) makeEntry(op, p string) int {
+	dir, name, err := f.parent(p)
+	if err != nil {
+		return errnoOf(err)
+	}
+	return f.refuse(op, p, f.lfs.MakeEntry(dir, name, f.callerOf()))
+}
+
+// Mkdir is refused (EPERM, or EEXIST for an existing name).
+func (f *fileSystem) Mkdir(p string, mode uint32) int { return f.makeEntry("mkdir", p) }
+
+// Mknod is refused, as Mkdir.
+func (f *fileSystem) Mknod(p string, mode uint32, dev uint64) int { return f.makeEntry("mknod", p) }
+
+// Symlink is refused, as Mkdir.
+func (f *fileSystem) Symlink(target, newpath string) int { return f.makeEntry("symlink", newpath) }
+
+// Link is refused, as Mkdir.
+func (f *fileSystem) Link(oldpath, newpath string) int { return f.makeEntry("link", newpath) }
+
+// Readlink: the tree has no symbolic links.
+func (f *fileSystem) Readlink(p string) (int, string) {
+	if _, err := f.walk(p); err != nil {
+		return errnoOf(err), ""
+	}
+	return -fuse.EINVAL, ""
+}
+
+// Rename is Rename3 without flags (FUSE2 and WinFsp).
+func (f *fileSystem) Rename(oldpath, newpath string) int { return f.Rename3(oldpath, newpath, 0) }
+
+// Rename3 tombstones generations/<gen> -> tombstones/<gen> or lifts it
+// back (leasefs.FS.Rename); every other rename is refused.
+func (f *fileSystem) Rename3(oldpath, newpath string, flags uint32) int {
+	oldDir, oldName, err := f.parent(oldpath)
+	if err != nil {
+		return errnoOf(err)
+	}
+	newDir, newName, err := f.parent(newpath)
+	if err != nil {
+		return errnoOf(err)
+	}
+	var rf leasefs.RenameFlags
+	if flags&fuse.RENAME_NOREPLACE != 0 {
+		rf |= leasefs.RenameNoReplace
+	}
+	if flags&fuse.RENAME_EXCHANGE != 0 {
+		rf |= leasefs.RenameExchange
+	}
+	if flags&fuse.RENAME_WHITEOUT != 0 {
+		rf |= leasefs.RenameWhiteout
+	}
+	err = f.lfs.Rename(oldDir, oldName, newDir, newName, rf, f.callerOf())
+	return f.refuse("rename", oldpath+" -> "+rel(newpath), err)
+}
+
+// Setxattr is refused (EROFS, or EPERM on lease nodes).
+func (f *fileSystem) Setxattr(p, name string, value []byte, flags int) int {
+	return f.changeXattr("setxattr", p, name)
+}
+
+// Removexattr is refused, as Setxattr.
+func (f *fileSystem) Removexattr(p, name string) int { return f.changeXattr("removexattr", p, name) }
+
+func (f *fileSystem) changeXattr(op, p, name string) int {
+	n, err := f.walk(p)
+	if err != nil {
+		return errnoOf(err)
+	}
+	return f.refuse(op, p, f.lfs.ChangeXattr(n, name, f.callerOf()))
+}
+
+// Getxattr returns one of leasefs.FS.Xattrs (payload digests and
+// generations); any other name is ENOATTR.
+func (f *fileSystem) Getxattr(p, name string) (int, []byte) {
+	n, err := f.walk(p)
+	if err != nil {
+		return errnoOf(err), nil
+	}
+	xs, err := f.lfs.Xattrs(n)
+	if err != nil {
+		return errnoOf(err), nil
+	}
+	for _, x := range xs {
+		if x.Name == name {
+			return 0, x.Value
+		}
+	}
+	return -fuse.ENOATTR, nil
+}
+
+// Listxattr lists the names of leasefs.FS.Xattrs.
+func (f *fileSystem) Listxattr(p string, fill func(name string) bool) int {
+	n, err := f.walk(p)
+	if err != nil {
+		return errnoOf(err)
+	}
+	xs, err := f.lfs.Xattrs(n)
+	if err != nil {
+		return errnoOf(err)
+	}
+	for _, x := range xs {
+		if !fill(x.Name) {
+			return -fuse.ERANGE
+		}
+	}
+	return 0
+}
