@@ -156,6 +156,12 @@ func initStore(dir string, set *Settings) error {
 // with no generation record) and finishes retirements a crash interrupted
 // (Retire), unless opts.NoRecover.
 func Open(dir string, opts Options) (*Store, error) {
+	// An absolute path keeps payload opens working if the process changes
+	// directory later (libfuse's daemon setup may chdir to /).
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, uid: os.Geteuid(), procs: opts.Processes}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -318,7 +324,7 @@ func (s *Store) Close() error {
 	return err
 }
 
-// Dir returns the store directory as given to Open.
+// Dir returns the store directory as an absolute path.
 func (s *Store) Dir() string { return s.dir }
 
 // OwnerUID returns the user ID that owns the store (the opening user).

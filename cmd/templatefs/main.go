@@ -24,16 +24,20 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 // command is one subcommand: its one-line synopsis and its entry point,
 // which receives the arguments after the command name.
 type command struct {
-	synopsis string
+	synopsis string // the command line, for usage messages
+	summary  string // what it does, one line
 	run      func(args []string, stdout io.Writer) error
 }
 
 var commands = map[string]command{
-	"init":           {"init STORE                          create an empty store", runInit},
-	"sample-capture": {"sample-capture [--version 6|5] [--memory SIZE] OUTDIR   write a valid capture and class", runSampleCapture},
-	"publish":        {"publish STORE CAPTURE_DIR --class CLASS_JSON   publish a capture; prints the generation ID last", runPublish},
-	"mount":          {"mount [--allow-other] [--debug] STORE MNT   serve the store at MNT until SIGINT/SIGTERM", runMount},
-	"demo":           {"demo                                make a sample store, mount it, explain what to try", runDemo},
+	"init":           {"init [--restore-window D] [--refuse-reboot] [--refuse-other-host] STORE", "create an empty store", runInit},
+	"fsck":           {"fsck [--digests] [--repair] STORE", "check the store's invariants; exit 1 if a problem remains", runFsck},
+	"settings":       {"settings [--restore-window D] [--refuse-reboot=BOOL] [--refuse-other-host=BOOL] STORE", "show or change the eligibility settings", runSettings},
+	"sample-capture": {"sample-capture [--version 6|5] [--memory SIZE] OUTDIR", "write a valid capture and class", runSampleCapture},
+	"publish":        {"publish STORE CAPTURE_DIR --class CLASS_JSON", "publish a capture; prints the generation ID last", runPublish},
+	"mount":          {"mount [--backend go-fuse|cgofuse] [--allow-other] [--no-passthrough] [--debug] STORE MNT", "serve the store at MNT until SIGINT/SIGTERM", runMount},
+	"demo":           {"demo", "make a sample store, mount it, explain what to try", runDemo},
+	"restore":        {"restore BACKUP_DIR STORE", "rebuild a store from a backup of the mount (store.db and payloads), verifying every digest", runRestore},
 }
 
 func main() {
@@ -79,7 +83,7 @@ func printUsage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		fmt.Fprintf(w, "  %s\n", commands[name].synopsis)
+		fmt.Fprintf(w, "  %s\n      %s\n", commands[name].synopsis, commands[name].summary)
 	}
 }
 

@@ -1,105 +1,56 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
-
-	"templatefs/fs"
 	"templatefs/leasefs"
 	"templatefs/store"
 )
 
+// Backends `templatefs mount --backend` accepts.
+const (
+	backendGoFuse  = "go-fuse" // Linux default: kernel FUSE through go-fuse (package fs)
+	backendCgofuse = "cgofuse" // WinFsp on Windows (the only one there), libfuse3 on Linux with -tags fuse3
+)
+
+// mountConfig is what `templatefs mount` was asked for.
+type mountConfig struct {
+	backend       string
+	allowOther    bool
+	debug         bool
+	noPassthrough bool
+}
+
 func runMount(args []string, stdout io.Writer) error {
 	fl := flag.NewFlagSet("mount", flag.ContinueOnError)
-	allowOther := fl.Bool("allow-other", false, "let other users read the mount (FUSE allow_other)")
-	debug := fl.Bool("debug", false, "log every FUSE request")
+	var cfg mountConfig
+	fl.StringVar(&cfg.backend, "backend", defaultBackend, "FUSE backend: go-fuse (Linux) or cgofuse (Windows; Linux with -tags fuse3)")
+	fl.BoolVar(&cfg.allowOther, "allow-other", false, "let other users read the mount (FUSE allow_other)")
+	fl.BoolVar(&cfg.debug, "debug", false, "log every FUSE request")
+	fl.BoolVar(&cfg.noPassthrough, "no-passthrough", false, "serve payload reads through the daemon instead of FUSE passthrough (go-fuse)")
 	pos, err := parseFlags(fl, args, 2)
 	if err != nil {
 		return err
+	}
+	if cfg.backend != backendGoFuse && cfg.backend != backendCgofuse {
+		return usagef("--backend %q: want %s or %s", cfg.backend, backendGoFuse, backendCgofuse)
 	}
 	st, err := store.Open(pos[0], store.Options{})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	return serve(st, pos[1], fs.MountOptions{AllowOther: *allowOther, Debug: *debug}, func() {
-		fmt.Fprintf(stdout, "mounted %s at %s\n", pos[0], pos[1])
-	})
-}
-
-// serve mounts st at mnt, calls ready, and serves until SIGINT or SIGTERM.
-// A mountpoint left behind by a killed daemon (ENOTCONN) is detached first.
-// On a signal the mount is unmounted cleanly when nothing holds it open and
-// lazily otherwise; serve then waits until the kernel lets go.
-func serve(st *store.Store, mnt string, opts fs.MountOptions, ready func()) error {
-	if _, err := os.Stat(mnt); errors.Is(err, syscall.ENOTCONN) {
-		slog.Warn("mountpoint is a dead mount left by a killed daemon; detaching it", "mountpoint", mnt)
-		if err := detach(mnt); err != nil {
-			return fmt.Errorf("detach dead mount %s: %w", mnt, err)
-		}
-	}
 	lfs, err := leasefs.New(st, leasefs.Options{})
 	if err != nil {
 		return err
 	}
-	srv, err := fs.Mount(mnt, lfs, opts)
-	if err != nil {
-		return fmt.Errorf("mount %s: %w", mnt, err)
-	}
-	slog.Info("mounted", "store", st.Dir(), "mountpoint", mnt)
-	ready()
-
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { srv.Wait(); close(done) }()
-	select {
-	case <-done:
-		slog.Info("mount ended by an external unmount", "mountpoint", mnt)
-		return nil
-	case s := <-sig:
-		unmount(srv, mnt, s)
-	}
-	<-done
-	slog.Info("unmounted", "mountpoint", mnt)
-	return nil
-}
-
-func unmount(srv *fuse.Server, mnt string, s os.Signal) {
-	err := srv.Unmount()
-	if err == nil {
-		slog.Info("unmounting cleanly", "signal", s.String(), "mountpoint", mnt)
-		return
-	}
-	slog.Warn("mount is busy; detaching lazily, open files keep working until closed",
-		"signal", s.String(), "mountpoint", mnt, "reason", err)
-	if err := detach(mnt); err != nil {
-		slog.Error("lazy unmount failed", "mountpoint", mnt, "err", err)
-	}
-}
-
-// detach lazily unmounts mnt: umount2(MNT_DETACH) as root, fusermount3 -uz
-// otherwise.
-func detach(mnt string) error {
-	if os.Geteuid() == 0 {
-		return unix.Unmount(mnt, unix.MNT_DETACH)
-	}
-	out, err := exec.Command("fusermount3", "-u", "-z", mnt).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("fusermount3 -u -z: %w: %s", err, out)
-	}
-	return nil
+	return serve(lfs, pos[1], cfg, func() {
+		fmt.Fprintf(stdout, "mounted %s at %s\n", pos[0], pos[1])
+	})
 }
 
 // demoMemory is the logical size of each demo capture's memory.bin.
@@ -141,7 +92,11 @@ func runDemo(args []string, stdout io.Writer) error {
 		}
 		gens = append(gens, g)
 	}
-	return serve(st, mnt, fs.MountOptions{}, func() {
+	lfs, err := leasefs.New(st, leasefs.Options{})
+	if err != nil {
+		return err
+	}
+	return serve(lfs, mnt, mountConfig{backend: defaultBackend}, func() {
 		g := gens[0].ID
 		fmt.Fprintf(stdout, `templatefs demo: a store with two generations of one key, mounted.
 

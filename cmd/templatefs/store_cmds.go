@@ -13,12 +13,25 @@ import (
 	"templatefs/store/templatekey"
 )
 
+// runInit creates a store; settings flags, when given, are stored with it
+// (store.InitWithSettings), otherwise it starts with the defaults.
 func runInit(args []string, stdout io.Writer) error {
-	pos, err := parseFlags(flag.NewFlagSet("init", flag.ContinueOnError), args, 1)
+	fl := flag.NewFlagSet("init", flag.ContinueOnError)
+	sf := addSettingsFlags(fl)
+	pos, err := parseFlags(fl, args, 1)
 	if err != nil {
 		return err
 	}
-	if err := store.Init(pos[0]); err != nil {
+	set, given, err := sf.apply(store.DefaultSettings())
+	if err != nil {
+		return err
+	}
+	if given {
+		err = store.InitWithSettings(pos[0], set)
+	} else {
+		err = store.Init(pos[0])
+	}
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "initialised store %s\n", pos[0])

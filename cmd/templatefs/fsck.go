@@ -1,0 +1,155 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"templatefs/store"
+)
+
+// runFsck checks the store's invariants (store.Check) and prints each
+// problem on its own line (store.Problem.String). The store is opened with
+// store.Options.NoRecover, so without --repair nothing in it changes:
+// publication leftovers and interrupted retirements, which a normal open
+// would clean up silently, are reported instead. With --repair the
+// problems Check can fix are fixed and printed with " (repaired)".
+// Exit status: 0 when no problem remains (none found, or all repaired),
+// 1 when any unrepaired problem remains or the store cannot be checked.
+func runFsck(args []string, stdout io.Writer) error {
+	fl := flag.NewFlagSet("fsck", flag.ContinueOnError)
+	digests := fl.Bool("digests", false, "also recompute every artifact's SHA-256 (reads every payload byte)")
+	repair := fl.Bool("repair", false, "fix what can be fixed without guessing (see store.CheckOptions.Repair)")
+	pos, err := parseFlags(fl, args, 1)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(pos[0], store.Options{NoRecover: true})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	problems, err := st.Check(store.CheckOptions{Digests: *digests, Repair: *repair})
+	unrepaired := 0
+	for _, p := range problems {
+		fmt.Fprintln(stdout, p)
+		if !p.Repaired {
+			unrepaired++
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if err := st.Close(); err != nil {
+		return err
+	}
+	if unrepaired > 0 {
+		return fmt.Errorf("%s: %d %w, %d not repaired", pos[0], len(problems), errUnrepaired, unrepaired)
+	}
+	return nil
+}
+
+// settingsFlags are the eligibility policy flags shared by init and
+// settings (store.Settings).
+type settingsFlags struct {
+	fl        *flag.FlagSet
+	window    *string
+	reboot    *bool
+	otherHost *bool
+}
+
+func addSettingsFlags(fl *flag.FlagSet) settingsFlags {
+	return settingsFlags{
+		fl:        fl,
+		window:    fl.String("restore-window", "", "largest age a generation may have and get new leases, e.g. 72h or 7d (at most 30d)"),
+		reboot:    fl.Bool("refuse-reboot", false, "refuse captures from an earlier boot of this host, or without host identity"),
+		otherHost: fl.Bool("refuse-other-host", false, "refuse captures from another host, or without host identity"),
+	}
+}
+
+// apply returns base with the flags given on the command line applied,
+// and whether any was given. A window that does not parse or is out of
+// range (store.Settings.Validate) is a usage error.
+func (sf settingsFlags) apply(base store.Settings) (store.Settings, bool, error) {
+	set, given := base, false
+	var err error
+	sf.fl.Visit(func(f *flag.Flag) {
+		given = true
+		switch f.Name {
+		case "restore-window":
+			set.RestoreWindow, err = parseWindow(*sf.window)
+		case "refuse-reboot":
+			set.RefuseReboot = *sf.reboot
+		case "refuse-other-host":
+			set.RefuseOtherHost = *sf.otherHost
+		}
+	})
+	if err != nil {
+		return store.Settings{}, false, err
+	}
+	if verr := set.Validate(); verr != nil {
+		return store.Settings{}, false, usagef("%v", verr)
+	}
+	return set, given, nil
+}
+
+// parseWindow parses a restore window: a Go duration (72h, 90m) or a whole
+// number of days with the suffix d (7d).
+func parseWindow(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err == nil && n > 0 && n <= math.MaxInt64/int64(24*time.Hour) {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	} else if d, err := time.ParseDuration(s); err == nil {
+		return d, nil
+	}
+	return 0, usagef("--restore-window %q: want a duration such as 72h or a number of days such as 7d", s)
+}
+
+// printSettings writes set as the "key: value" lines MNT/store shows.
+func printSettings(w io.Writer, set store.Settings) {
+	fmt.Fprintf(w, "restore_window: %v\nrefuse_reboot: %t\nrefuse_other_host: %t\n",
+		set.RestoreWindow, set.RefuseReboot, set.RefuseOtherHost)
+}
+
+// runSettings prints the store's eligibility settings, after changing the
+// ones given as flags (store.SetSettings). Without flags the store is
+// opened with store.Options.NoRecover and nothing in it changes.
+func runSettings(args []string, stdout io.Writer) error {
+	fl := flag.NewFlagSet("settings", flag.ContinueOnError)
+	sf := addSettingsFlags(fl)
+	pos, err := parseFlags(fl, args, 1)
+	if err != nil {
+		return err
+	}
+	// Flags are validated against the defaults first, so a bad value is a
+	// usage error before the store is opened.
+	if _, _, err := sf.apply(store.DefaultSettings()); err != nil {
+		return err
+	}
+	given := fl.NFlag() > 0
+	st, err := store.Open(pos[0], store.Options{NoRecover: !given})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	set, err := st.Settings()
+	if err != nil {
+		return err
+	}
+	if given {
+		if set, _, err = sf.apply(set); err != nil {
+			return err
+		}
+		if err := st.SetSettings(set); err != nil {
+			return err
+		}
+	}
+	printSettings(stdout, set)
+	return st.Close()
+}
