@@ -4,6 +4,7 @@ package harness
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -66,8 +67,9 @@ func StartMount(tb testing.TB, store, mnt string, extraArgs ...string) *Daemon {
 // while go-fuse is still starting (its poll hack opens a file on the new
 // mount, a request from the daemon to itself), and a signal the daemon
 // gets in that window can leave it stuck in that request, unable to die
-// even of SIGKILL. mnt must not be a mountpoint already, so a dead mount
-// is never taken for the new one. It fails the test if the process exits
+// even of SIGKILL. mnt must not be a live mountpoint already; a dead one
+// (ENOTCONN, left by a killed daemon) is allowed, since the daemon
+// detaches it, and the ready line tells the new mount from the dead one. It fails the test if the process exits
 // first or the timeout passes, showing the log. A cleanup kills the
 // process if it still runs, detaches the mount if it is still there, and
 // shows the log if the test failed.
@@ -77,7 +79,7 @@ func StartDaemon(tb testing.TB, cmd *exec.Cmd, mnt string) *Daemon {
 	if err != nil {
 		tb.Fatalf("harness: %v", err)
 	}
-	if IsMounted(tb, abs) {
+	if _, err := os.Stat(abs); IsMounted(tb, abs) && !errors.Is(err, syscall.ENOTCONN) {
 		tb.Fatalf("harness: %s is already a mountpoint", abs)
 	}
 	logFile, err := os.CreateTemp(tb.TempDir(), "daemon-*.log")
