@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,6 +25,7 @@ import (
 	"templatefs/store"
 	"templatefs/store/manifest"
 	"templatefs/store/templatekey"
+	"templatefs/tests/harness"
 )
 
 // The test binary re-executes itself to mmap payloads: a page fault on a
@@ -85,28 +85,6 @@ func Main(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// skipOrFail skips a test that needs FUSE, or fails it when
-// TEMPLATEFS_REQUIRE_FUSE=1.
-func skipOrFail(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("TEMPLATEFS_REQUIRE_FUSE") == "1" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
-
-func requireFUSE(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		skipOrFail(t, "FUSE unavailable: %v", err)
-	}
-	if os.Geteuid() != 0 {
-		if _, err := exec.LookPath("fusermount3"); err != nil {
-			skipOrFail(t, "not root and no fusermount3: %v", err)
-		}
-	}
-}
-
 // syncBuffer collects log output written from server goroutines.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -149,7 +127,7 @@ func newEnv(t *testing.T, b Backend) *env {
 // newEnvWith is newEnv mounting at mnt with opts.
 func newEnvWith(t *testing.T, b Backend, opts MountOptions, mnt string) *env {
 	t.Helper()
-	requireFUSE(t)
+	harness.RequireFUSE(t)
 	e := &env{t: t, storeDir: filepath.Join(t.TempDir(), "store"), log: &syncBuffer{}, opts: opts, backend: b}
 	// 64 MiB memory.bin with three 4 KiB data blocks, captured now so
 	// generations are inside the restore window.
@@ -195,7 +173,7 @@ func (e *env) mount(mnt string) {
 	unmount, err := e.backend.Mount(lfs, mnt, e.opts)
 	if err != nil {
 		st.Close()
-		skipOrFail(e.t, "%s: mount %s: %v", e.backend.Name, mnt, err)
+		harness.SkipOrFail(e.t, "%s: mount %s: %v", e.backend.Name, mnt, err)
 	}
 	e.mnt, e.st, e.lfs, e.unmountF = mnt, st, lfs, unmount
 	e.t.Cleanup(e.unmount)

@@ -131,7 +131,7 @@ func scenarios() []scenario {
 	// rmHeldSucceeds releases "held" through the recovered mount: its
 	// bound process has exited.
 	rmHeldSucceeds := func(t *testing.T, f *fixture) {
-		mustTool(t, "rm", f.path("leases", "held"))
+		harness.MustTool(t, "rm", f.path("leases", "held"))
 		if _, err := os.Lstat(f.path("leases", "held")); err == nil {
 			t.Error("leases/held is still there after rm")
 		}
@@ -237,7 +237,7 @@ func scenarios() []scenario {
 			},
 			check: func(t *testing.T, f *fixture, v *view) {
 				wantLease(t, v, "held", g1, store.Reserved)
-				if got := lines(mustTool(t, "ls", f.path("generations", g1, "leases"))); !slices.Equal(got, []string{"held"}) {
+				if got := harness.Lines(harness.MustTool(t, "ls", f.path("generations", g1, "leases"))); !slices.Equal(got, []string{"held"}) {
 					t.Errorf("ls generations/%s/leases = %q, want [held]", g1, got)
 				}
 			},

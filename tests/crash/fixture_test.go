@@ -49,31 +49,6 @@ type fixture struct {
 	sample, scratch, class, key string
 }
 
-// tool runs an ordinary program and returns how it ended.
-func tool(t *testing.T, name string, args ...string) harness.Result {
-	t.Helper()
-	return harness.Exec(t, exec.Command(name, args...))
-}
-
-// mustTool runs an ordinary program and returns its stdout; anything but
-// exit status 0 fails the test.
-func mustTool(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	r := tool(t, name, args...)
-	if r.Code != 0 {
-		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), r)
-	}
-	return r.Stdout
-}
-
-func lines(s string) []string {
-	s = strings.TrimSuffix(s, "\n")
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
-}
-
 // path joins parts below the mountpoint.
 func (f *fixture) path(parts ...string) string {
 	return filepath.Join(append([]string{f.mnt}, parts...)...)
@@ -105,7 +80,7 @@ func (f *fixture) mountArmed(t *testing.T, fp string) *harness.Daemon {
 func (f *fixture) throughMount(t *testing.T, fp string, op ...string) {
 	t.Helper()
 	d := f.mountArmed(t, fp)
-	r := tool(t, op[0], op[1:]...)
+	r := harness.Tool(t, op[0], op[1:]...)
 	t.Logf("%q against the armed daemon: %v", op, r)
 	died := d.Wait(deathTimeout)
 	d.Detach()
@@ -131,7 +106,7 @@ func (f *fixture) cliArmed(t *testing.T, fp string, args ...string) {
 // publish publishes capture with the CLI and returns the generation ID.
 func (f *fixture) publish(t *testing.T, capture string) string {
 	t.Helper()
-	out := lines(harness.Run(t, "publish", f.store, capture, "--class", f.class))
+	out := harness.Lines(harness.Run(t, "publish", f.store, capture, "--class", f.class))
 	gen := out[len(out)-1]
 	f.captures[gen] = capture
 	if key, ok := strings.CutPrefix(out[0], "key "); ok && capture == f.sample {
@@ -164,7 +139,7 @@ func (f *fixture) tree(t *testing.T, op ...string) {
 	t.Helper()
 	d := f.mount(t)
 	op = f.expand(op)
-	mustTool(t, op[0], op[1:]...)
+	harness.MustTool(t, op[0], op[1:]...)
 	d.Stop()
 }
 
@@ -226,7 +201,7 @@ func (f *fixture) fsckKinds(t *testing.T, extra ...string) []string {
 	t.Helper()
 	r := harness.RunStatus(t, append(append([]string{"fsck"}, extra...), f.store)...)
 	var kinds []string
-	for _, l := range lines(r.Stdout) {
+	for _, l := range harness.Lines(r.Stdout) {
 		kind, _, _ := strings.Cut(l, " ")
 		kinds = append(kinds, kind)
 	}
@@ -239,8 +214,8 @@ func (f *fixture) fsckKinds(t *testing.T, extra ...string) []string {
 // storeEntries lists payload/ and staging/ of the store directory.
 func (f *fixture) storeEntries(t *testing.T) (payload, staging []string) {
 	t.Helper()
-	return lines(mustTool(t, "ls", filepath.Join(f.store, store.PayloadDir))),
-		lines(mustTool(t, "ls", filepath.Join(f.store, store.StagingDir)))
+	return harness.Lines(harness.MustTool(t, "ls", filepath.Join(f.store, store.PayloadDir))),
+		harness.Lines(harness.MustTool(t, "ls", filepath.Join(f.store, store.StagingDir)))
 }
 
 // leaseFile is the part of a lease file (MNT/leases/<clone>) the checks
@@ -268,11 +243,11 @@ func (f *fixture) look(t *testing.T) *view {
 	t.Helper()
 	v := &view{gens: map[string]string{}, leases: map[string]leaseFile{}}
 	for state, dir := range stateDirs {
-		for _, gen := range lines(mustTool(t, "ls", f.path(dir))) {
+		for _, gen := range harness.Lines(harness.MustTool(t, "ls", f.path(dir))) {
 			if other, dup := v.gens[gen]; dup {
 				t.Errorf("%s is under %s/ and %s/", gen, dir, stateDirs[store.GenerationState(other)])
 			}
-			first, _, _ := strings.Cut(mustTool(t, "cat", f.path(dir, gen, "status")), "\n")
+			first, _, _ := strings.Cut(harness.MustTool(t, "cat", f.path(dir, gen, "status")), "\n")
 			got, ok := strings.CutPrefix(first, "state: ")
 			if !ok {
 				t.Fatalf("%s/%s/status starts %q, want state: ...", dir, gen, first)
@@ -283,9 +258,9 @@ func (f *fixture) look(t *testing.T) *view {
 			v.gens[gen] = string(state)
 		}
 	}
-	for _, clone := range lines(mustTool(t, "ls", f.path("leases"))) {
+	for _, clone := range harness.Lines(harness.MustTool(t, "ls", f.path("leases"))) {
 		var l leaseFile
-		out := mustTool(t, "cat", f.path("leases", clone))
+		out := harness.MustTool(t, "cat", f.path("leases", clone))
 		if err := json.Unmarshal([]byte(out), &l); err != nil {
 			t.Fatalf("leases/%s = %q: %v", clone, out, err)
 		}
@@ -336,12 +311,12 @@ func (f *fixture) checkInvariants(t *testing.T, v *view) {
 			continue
 		}
 		payload := f.path(v.genDir(gen), gen, "payload")
-		want := lines(mustTool(t, "ls", capture))
-		if got := lines(mustTool(t, "ls", payload)); !slices.Equal(got, want) {
+		want := harness.Lines(harness.MustTool(t, "ls", capture))
+		if got := harness.Lines(harness.MustTool(t, "ls", payload)); !slices.Equal(got, want) {
 			t.Errorf("%s/payload lists %q, its capture %q", gen, got, want)
 		}
 		for _, name := range want {
-			if r := tool(t, "cmp", filepath.Join(capture, name), filepath.Join(payload, name)); r.Code != 0 {
+			if r := harness.Tool(t, "cmp", filepath.Join(capture, name), filepath.Join(payload, name)); r.Code != 0 {
 				t.Errorf("cmp %s of %s: %s%s", name, gen, r.Stdout, r.Stderr)
 			}
 		}
@@ -476,7 +451,7 @@ func (tmpl *fixture) copyTemplate(t *testing.T) *fixture {
 		sample: tmpl.sample, scratch: tmpl.scratch, class: tmpl.class, key: tmpl.key,
 		captures: maps.Clone(tmpl.captures), acked: maps.Clone(tmpl.acked), released: map[string]bool{},
 	}
-	mustTool(t, "cp", "-a", tmpl.store, f.store)
+	harness.MustTool(t, "cp", "-a", tmpl.store, f.store)
 	if err := os.Mkdir(f.mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,32 +21,6 @@ import (
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
-
-// tool runs an ordinary program and returns how it ended.
-func tool(t *testing.T, name string, args ...string) harness.Result {
-	t.Helper()
-	return harness.Exec(t, exec.Command(name, args...))
-}
-
-// mustTool runs an ordinary program and returns its stdout; anything but
-// exit status 0 fails the test.
-func mustTool(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	r := tool(t, name, args...)
-	if r.Code != 0 {
-		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), r)
-	}
-	return r.Stdout
-}
-
-// lines splits output into its lines, without the final newline.
-func lines(s string) []string {
-	s = strings.TrimSuffix(s, "\n")
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
-}
 
 // session is a store, a sample capture and a mountpoint in a test's
 // temporary directory.
@@ -79,7 +52,7 @@ func newSession(t *testing.T, sampleFlags ...string) *session {
 // line publish prints.
 func (s *session) publish(t *testing.T) string {
 	t.Helper()
-	out := lines(harness.Run(t, "publish", s.store, s.capture, "--class", s.class))
+	out := harness.Lines(harness.Run(t, "publish", s.store, s.capture, "--class", s.class))
 	if len(out) == 0 {
 		t.Fatal("publish printed nothing")
 	}
@@ -98,14 +71,14 @@ func (s *session) path(parts ...string) string {
 // captureFiles lists the capture's artifact names with ls.
 func (s *session) captureFiles(t *testing.T) []string {
 	t.Helper()
-	return lines(mustTool(t, "ls", s.capture))
+	return harness.Lines(harness.MustTool(t, "ls", s.capture))
 }
 
 // cmpPayload cmps every capture file with its copy in dir.
 func (s *session) cmpPayload(t *testing.T, dir string) {
 	t.Helper()
 	for _, name := range s.captureFiles(t) {
-		if r := tool(t, "cmp", filepath.Join(s.capture, name), filepath.Join(dir, name)); r.Code != 0 {
+		if r := harness.Tool(t, "cmp", filepath.Join(s.capture, name), filepath.Join(dir, name)); r.Code != 0 {
 			t.Errorf("cmp %s: %s%s", name, r.Stdout, r.Stderr)
 		}
 	}
@@ -134,7 +107,7 @@ func duBytes(t *testing.T, path string) (allocated, apparent int64) {
 		}
 		return n
 	}
-	return parse(mustTool(t, "du", "-B1", path)), parse(mustTool(t, "du", "-B1", "--apparent-size", path))
+	return parse(harness.MustTool(t, "du", "-B1", path)), parse(harness.MustTool(t, "du", "-B1", "--apparent-size", path))
 }
 
 // requireSparse fails the test unless path is at most a quarter allocated
@@ -155,7 +128,7 @@ func requireSparse(t *testing.T, path string, size int64) {
 func inodes(t *testing.T, root string) map[string]string {
 	t.Helper()
 	m := map[string]string{}
-	for _, l := range lines(mustTool(t, "find", root, "-printf", "%i %P\n")) {
+	for _, l := range harness.Lines(harness.MustTool(t, "find", root, "-printf", "%i %P\n")) {
 		ino, p, _ := strings.Cut(l, " ")
 		m[p] = ino
 	}
@@ -174,7 +147,7 @@ func checkDirInodes(t *testing.T, root string, want map[string]string) {
 		if !fi.IsDir() {
 			continue
 		}
-		for _, l := range lines(mustTool(t, "ls", "-ai1", filepath.Join(root, p))) {
+		for _, l := range harness.Lines(harness.MustTool(t, "ls", "-ai1", filepath.Join(root, p))) {
 			ino, name, _ := strings.Cut(strings.TrimSpace(l), " ")
 			if name == "." || name == ".." {
 				continue
@@ -197,20 +170,20 @@ func TestSession(t *testing.T) {
 	gen := s.publish(t)
 	d := harness.StartMount(t, s.store, s.mnt)
 
-	if got := lines(mustTool(t, "ls", s.path("generations"))); !slices.Equal(got, []string{gen}) {
+	if got := harness.Lines(harness.MustTool(t, "ls", s.path("generations"))); !slices.Equal(got, []string{gen}) {
 		t.Fatalf("ls generations = %q, want [%s]", got, gen)
 	}
 	payload := s.path("generations", gen, "payload")
-	if got, want := lines(mustTool(t, "ls", payload)), s.captureFiles(t); !slices.Equal(got, want) {
+	if got, want := harness.Lines(harness.MustTool(t, "ls", payload)), s.captureFiles(t); !slices.Equal(got, want) {
 		t.Errorf("ls payload = %q, want the capture's %q", got, want)
 	}
 	s.cmpPayload(t, payload)
 	requireSparse(t, filepath.Join(payload, "memory.bin"), gib)
 
 	t.Run("lease", func(t *testing.T) {
-		mustTool(t, "touch", s.path("generations", gen, "leases", "clone-1"))
+		harness.MustTool(t, "touch", s.path("generations", gen, "leases", "clone-1"))
 		for _, dir := range []string{s.path("leases"), s.path("generations", gen, "leases")} {
-			if got := lines(mustTool(t, "ls", dir)); !slices.Equal(got, []string{"clone-1"}) {
+			if got := harness.Lines(harness.MustTool(t, "ls", dir)); !slices.Equal(got, []string{"clone-1"}) {
 				t.Errorf("ls %s = %q, want [clone-1]", dir, got)
 			}
 		}
@@ -219,7 +192,7 @@ func TestSession(t *testing.T) {
 			Generation string `json:"store_generation"`
 			State      string `json:"state"`
 		}
-		out := mustTool(t, "cat", s.path("leases", "clone-1"))
+		out := harness.MustTool(t, "cat", s.path("leases", "clone-1"))
 		if err := json.Unmarshal([]byte(out), &lease); err != nil {
 			t.Fatalf("cat leases/clone-1 = %q: not JSON: %v", out, err)
 		}
@@ -230,11 +203,11 @@ func TestSession(t *testing.T) {
 
 	t.Run("tar", func(t *testing.T) {
 		archive, out := filepath.Join(s.dir, "payload.tar"), filepath.Join(s.dir, "untar")
-		mustTool(t, "tar", "--sparse", "-cf", archive, "-C", filepath.Dir(payload), "payload")
+		harness.MustTool(t, "tar", "--sparse", "-cf", archive, "-C", filepath.Dir(payload), "payload")
 		if err := os.Mkdir(out, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		mustTool(t, "tar", "-xf", archive, "-C", out)
+		harness.MustTool(t, "tar", "-xf", archive, "-C", out)
 		s.cmpPayload(t, filepath.Join(out, "payload"))
 		requireSparse(t, filepath.Join(out, "payload", "memory.bin"), gib)
 		if allocated, _ := duBytes(t, archive); allocated > gib/4 {
@@ -244,29 +217,29 @@ func TestSession(t *testing.T) {
 
 	t.Run("rsync", func(t *testing.T) {
 		out := filepath.Join(s.dir, "rsync")
-		mustTool(t, "rsync", "-a", s.path("generations")+"/", out+"/")
+		harness.MustTool(t, "rsync", "-a", s.path("generations")+"/", out+"/")
 		s.cmpPayload(t, filepath.Join(out, gen, "payload"))
-		if got := lines(mustTool(t, "ls", filepath.Join(out, gen, "leases"))); !slices.Equal(got, []string{"clone-1"}) {
+		if got := harness.Lines(harness.MustTool(t, "ls", filepath.Join(out, gen, "leases"))); !slices.Equal(got, []string{"clone-1"}) {
 			t.Errorf("rsync copied leases %q, want [clone-1]", got)
 		}
 	})
 
 	t.Run("tombstone", func(t *testing.T) {
-		mustTool(t, "mv", s.path("generations", gen), s.path("tombstones")+"/")
-		if got := lines(mustTool(t, "ls", s.path("generations"))); len(got) != 0 {
+		harness.MustTool(t, "mv", s.path("generations", gen), s.path("tombstones")+"/")
+		if got := harness.Lines(harness.MustTool(t, "ls", s.path("generations"))); len(got) != 0 {
 			t.Errorf("ls generations after mv = %q, want nothing", got)
 		}
-		if got := lines(mustTool(t, "ls", s.path("tombstones"))); !slices.Equal(got, []string{gen}) {
+		if got := harness.Lines(harness.MustTool(t, "ls", s.path("tombstones"))); !slices.Equal(got, []string{gen}) {
 			t.Errorf("ls tombstones after mv = %q, want [%s]", got, gen)
 		}
-		r := tool(t, "touch", s.path("tombstones", gen, "leases", "clone-2"))
+		r := harness.Tool(t, "touch", s.path("tombstones", gen, "leases", "clone-2"))
 		if r.Code == 0 || !strings.Contains(r.Stderr, "Operation not permitted") {
 			t.Errorf("touch of a lease on a tombstoned generation: %v; want a failure with EPERM", r)
 		}
 		if _, err := os.Lstat(s.path("leases", "clone-2")); err == nil {
 			t.Error("the refused lease clone-2 exists")
 		}
-		if out := mustTool(t, "cat", s.path("leases", "clone-1")); !strings.Contains(out, `"clone-1"`) {
+		if out := harness.MustTool(t, "cat", s.path("leases", "clone-1")); !strings.Contains(out, `"clone-1"`) {
 			t.Errorf("granted lease after the tombstone: %q", out)
 		}
 		s.cmpPayload(t, s.path("tombstones", gen, "payload"))
@@ -305,14 +278,14 @@ func TestVersion5(t *testing.T) {
 	s := newSession(t, "--version", "5", "--memory", "64MiB")
 	gen := s.publish(t)
 	d := harness.StartMount(t, s.store, s.mnt)
-	if got := lines(mustTool(t, "ls", s.path("generations"))); !slices.Equal(got, []string{gen}) {
+	if got := harness.Lines(harness.MustTool(t, "ls", s.path("generations"))); !slices.Equal(got, []string{gen}) {
 		t.Fatalf("ls generations = %q, want [%s]", got, gen)
 	}
-	if m := mustTool(t, "cat", s.path("generations", gen, "manifest")); !strings.HasPrefix(m, "version: 5\n") {
+	if m := harness.MustTool(t, "cat", s.path("generations", gen, "manifest")); !strings.HasPrefix(m, "version: 5\n") {
 		t.Errorf("manifest starts %q, want version: 5", m[:min(len(m), 40)])
 	}
 	s.cmpPayload(t, s.path("generations", gen, "payload"))
-	mustTool(t, "touch", s.path("generations", gen, "leases", "v5-clone"))
+	harness.MustTool(t, "touch", s.path("generations", gen, "leases", "v5-clone"))
 	d.Stop()
 	s.fsckClean(t)
 }
@@ -380,7 +353,7 @@ func TestDemo(t *testing.T) {
 	if !strings.HasPrefix(mountpoint, tmp) {
 		t.Errorf("demo mountpoint %s is not below TMPDIR %s", mountpoint, tmp)
 	}
-	if got := lines(mustTool(t, "ls", filepath.Join(mountpoint, "generations"))); !slices.Equal(got, []string{"g000001", "g000002"}) {
+	if got := harness.Lines(harness.MustTool(t, "ls", filepath.Join(mountpoint, "generations"))); !slices.Equal(got, []string{"g000001", "g000002"}) {
 		t.Errorf("ls generations = %q, want [g000001 g000002]", got)
 	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {

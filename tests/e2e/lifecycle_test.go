@@ -37,7 +37,7 @@ func TestMountOverDeadMount(t *testing.T) {
 	if !strings.Contains(d.Log(), "dead mount") {
 		t.Errorf("the new daemon did not log detaching the dead mount:\n%s", d.Log())
 	}
-	if got := lines(mustTool(t, "ls", s.path("generations"))); len(got) != 1 || got[0] != gen {
+	if got := harness.Lines(harness.MustTool(t, "ls", s.path("generations"))); len(got) != 1 || got[0] != gen {
 		t.Errorf("ls generations after remount: %q, want [%s]", got, gen)
 	}
 	d.Stop()

@@ -202,11 +202,43 @@ func RequireFUSE(tb testing.TB) {
 			reason = fmt.Sprintf("not root and no fusermount3 (Debian package fuse3): %v", err)
 		}
 	}
-	switch {
-	case reason == "":
-	case os.Getenv(RequireFUSEEnv) == "1":
-		tb.Fatalf("%s (%s=1)", reason, RequireFUSEEnv)
-	default:
-		tb.Skip(reason)
+	if reason != "" {
+		SkipOrFail(tb, "%s", reason)
 	}
+}
+
+// SkipOrFail skips the test for a missing prerequisite (FUSE, a tool), or
+// fails it when RequireFUSEEnv=1, as in CI, where nothing may be missing.
+func SkipOrFail(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	if os.Getenv(RequireFUSEEnv) == "1" {
+		tb.Fatalf(format+" ("+RequireFUSEEnv+"=1)", args...)
+	}
+	tb.Skipf(format, args...)
+}
+
+// Tool runs an ordinary program (ls, cmp, tar...) and returns how it ended.
+func Tool(tb testing.TB, name string, args ...string) Result {
+	tb.Helper()
+	return Exec(tb, exec.Command(name, args...))
+}
+
+// MustTool runs an ordinary program and returns its stdout; anything but
+// exit status 0 fails the test.
+func MustTool(tb testing.TB, name string, args ...string) string {
+	tb.Helper()
+	r := Tool(tb, name, args...)
+	if r.Code != 0 {
+		tb.Fatalf("%s %s: %v", name, strings.Join(args, " "), r)
+	}
+	return r.Stdout
+}
+
+// Lines splits command output into its lines, without the final newline.
+func Lines(s string) []string {
+	s = strings.TrimSuffix(s, "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
 }

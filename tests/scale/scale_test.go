@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,27 +27,8 @@ import (
 	"templatefs/store"
 	"templatefs/store/manifest"
 	"templatefs/store/templatekey"
+	"templatefs/tests/harness"
 )
-
-func skipOrFail(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("TEMPLATEFS_REQUIRE_FUSE") == "1" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
-
-func requireFUSE(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		skipOrFail(t, "FUSE unavailable: %v", err)
-	}
-	if os.Geteuid() != 0 {
-		if _, err := exec.LookPath("fusermount3"); err != nil {
-			skipOrFail(t, "not root and no fusermount3: %v", err)
-		}
-	}
-}
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -94,7 +74,7 @@ func publishedStore(t *testing.T) (*store.Store, store.Generation) {
 // mount mounts st with opts and unmounts at the end of the test.
 func mount(t *testing.T, st *store.Store, opts fs.MountOptions) string {
 	t.Helper()
-	requireFUSE(t)
+	harness.RequireFUSE(t)
 	lfs, err := leasefs.New(st, leasefs.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +82,7 @@ func mount(t *testing.T, st *store.Store, opts fs.MountOptions) string {
 	mnt := t.TempDir()
 	srv, err := fs.Mount(mnt, lfs, opts)
 	if err != nil {
-		skipOrFail(t, "mount: %v", err)
+		harness.SkipOrFail(t, "mount: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := srv.Unmount(); err != nil {
