@@ -238,10 +238,7 @@ func (f *FS) Remove(dir Node, name string, c Caller) (err error) {
 	case n.kind != KindLeaseFile:
 		return fmt.Errorf("unlink %s: only lease files can be removed: %w", n, ErrNotPermitted)
 	}
-	if err := f.st.ReleaseLeaseSeq(n.name, n.num); err != nil {
-		return fmt.Errorf("release lease %q: %w", n.name, err)
-	}
-	return nil
+	return f.st.ReleaseLeaseSeq(n.name, n.num) // its errors name the lease
 }
 
 // Rmdir is rmdir(2) of name in dir by c. A generation directory always

@@ -84,7 +84,8 @@ func (f *FS) renderStore() ([]byte, error) {
 // newest first, one per line. It also returns the newest generation's
 // publication time, the file's mtime (zero for none).
 func (f *FS) renderKeyGenerations(n Node) ([]byte, time.Time, error) {
-	if _, err := f.key(n); err != nil {
+	k, err := f.key(n)
+	if err != nil {
 		return nil, time.Time{}, err
 	}
 	ids, err := f.st.KeyGenerations(n.name)
@@ -96,7 +97,7 @@ func (f *FS) renderKeyGenerations(n Node) ([]byte, time.Time, error) {
 		b.WriteString(id.String())
 		b.WriteByte('\n')
 	}
-	var newest time.Time
+	newest := k.CreatedAt // every generation of the key has been retired
 	if len(ids) > 0 {
 		g, err := f.st.Generation(ids[0])
 		if err != nil {

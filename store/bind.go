@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -14,7 +15,8 @@ import (
 // then in one transaction sets State Bound, Process, BoundAt and
 // UpdatedAt. Binding again to the same process (same identity) returns
 // the lease unchanged, in whatever state it is. Errors: ErrInvalidID
-// (clone ID, or pid <= 0), ErrNoProcess (no such process, a thread that is
+// (clone ID; pid <= 0, pid 1, this process, or a kernel thread, none
+// of which exits like a clone), ErrNoProcess (no such process, a thread that is
 // not a thread-group leader, or an exited one), ErrProcessUninspectable,
 // ErrNotFound (no lease), ErrLeaseBound (bound to another process, even
 // one that has since exited: release it and acquire a new lease).
@@ -22,8 +24,13 @@ func (s *Store) BindLease(cloneID string, pid int) (Lease, error) {
 	if err := ValidateCloneID(cloneID); err != nil {
 		return Lease{}, err
 	}
-	if pid <= 0 {
+	switch {
+	case pid <= 0:
 		return Lease{}, fmt.Errorf("bind lease %q: pid %d: want a positive process ID: %w", cloneID, pid, ErrInvalidID)
+	case pid == 1:
+		return Lease{}, fmt.Errorf("bind lease %q: pid 1 is init, not a clone: %w", cloneID, ErrInvalidID)
+	case pid == os.Getpid():
+		return Lease{}, fmt.Errorf("bind lease %q: pid %d is this store's own process, not a clone: %w", cloneID, pid, ErrInvalidID)
 	}
 	id, err := s.procs.Identify(pid)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -259,6 +260,8 @@ func TestBindLeaseRefusals(t *testing.T) {
 			thread = tid
 		}
 	}
+	live := startSleeper(t)
+	kthreadd := 2 // the kernel's thread creator, PID 2 on Linux
 	tests := []struct {
 		name  string
 		clone string
@@ -267,11 +270,14 @@ func TestBindLeaseRefusals(t *testing.T) {
 	}{
 		{"pid zero", "clone-a", 0, store.ErrInvalidID},
 		{"negative pid", "clone-a", -1, store.ErrInvalidID},
+		{"init", "clone-a", 1, store.ErrInvalidID},
+		{"kernel thread", "clone-a", kthreadd, store.ErrInvalidID},
+		{"this process", "clone-a", os.Getpid(), store.ErrInvalidID},
 		{"no such pid", "clone-a", 1 << 30, store.ErrNoProcess},
 		{"thread, not a process", "clone-a", thread, store.ErrNoProcess},
 		{"zombie", "clone-a", zombie.pid(), store.ErrNoProcess},
-		{"no lease", "clone-b", os.Getpid(), store.ErrNotFound},
-		{"bad clone ID", "a/b", os.Getpid(), store.ErrInvalidID},
+		{"no lease", "clone-b", live.pid(), store.ErrNotFound},
+		{"bad clone ID", "a/b", live.pid(), store.ErrInvalidID},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -558,7 +564,6 @@ func TestLeaseCrash(t *testing.T) {
 		thenRelease error
 	}{
 		{"bind-committed", "bind", false, false, store.Bound, store.ErrProcessAlive},
-		{"release-marked", "release", true, false, store.Releasing, store.ErrProcessAlive},
 		{"release-marked", "release", true, true, store.Releasing, nil},
 		{"release-committed", "release", true, true, "", store.ErrNotFound},
 		{"kill-signalled", "kill", true, false, store.Bound, nil},
@@ -614,6 +619,32 @@ func TestLeaseCrash(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRefusedReleaseWritesNothing checks that a release refused because
+// the bound process lives changes neither the record nor the index file:
+// the process is checked before the lease is marked Releasing.
+func TestRefusedReleaseWritesNothing(t *testing.T) {
+	dir, st := newBindStore(t, store.Options{})
+	p := startSleeper(t)
+	if _, err := st.BindLease("clone-a", p.pid()); err != nil {
+		t.Fatal(err)
+	}
+	before := mustGetLease(t, st, "clone-a")
+	index := filepath.Join(dir, store.IndexFile)
+	fi, err := os.Stat(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ReleaseLease("clone-a"); !errors.Is(err, store.ErrProcessAlive) {
+		t.Fatalf("release of a live process: got %v, want ErrProcessAlive", err)
+	}
+	if after := mustGetLease(t, st, "clone-a"); !reflect.DeepEqual(after, before) {
+		t.Errorf("lease after a refused release %+v, want %+v", after, before)
+	}
+	if fi2, err := os.Stat(index); err != nil || !fi2.ModTime().Equal(fi.ModTime()) || fi2.Size() != fi.Size() {
+		t.Errorf("index file changed by a refused release: %v then %v (%v)", fi.ModTime(), fi2.ModTime(), err)
 	}
 }
 

@@ -105,6 +105,14 @@ func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 	if err := ValidateCloneID(cloneID); err != nil {
 		return err
 	}
+	// A live or hidden process refuses the release. Check it before any
+	// write, so that a refusal leaves the store exactly as it was; the
+	// check is repeated after the lease is durably marked Releasing.
+	if l, err := s.Lease(cloneID); err == nil && l.State != Reserved && l.Process != nil && (seq == 0 || l.Seq == seq) {
+		if v, err := s.procs.Check(*l.Process); err == nil && (v == ProcessAlive || v == ProcessUninspectable) {
+			return fmt.Errorf("release lease %q: %w", cloneID, refusal(*l.Process, v))
+		}
+	}
 	lease, prior, released, err := s.beginRelease(cloneID, seq)
 	if err != nil {
 		return fmt.Errorf("release lease %q: %w", cloneID, err)
@@ -120,10 +128,8 @@ func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 	switch {
 	case err != nil:
 		err = fmt.Errorf("check %v: %w", *lease.Process, err)
-	case verdict == ProcessAlive:
-		err = fmt.Errorf("%v: %w", *lease.Process, ErrProcessAlive)
-	case verdict == ProcessUninspectable:
-		err = fmt.Errorf("%v: %w", *lease.Process, ErrProcessUninspectable)
+	case verdict == ProcessAlive || verdict == ProcessUninspectable:
+		err = refusal(*lease.Process, verdict)
 	default:
 		if err := s.finishRelease(lease); err != nil {
 			return fmt.Errorf("release lease %q: %w", cloneID, err)
@@ -137,6 +143,15 @@ func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 		return fmt.Errorf("release lease %q: %w (restoring state %s: %v)", cloneID, err, prior, rerr)
 	}
 	return fmt.Errorf("release lease %q: %w", cloneID, err)
+}
+
+// refusal is the error of a release refused by verdict (ProcessAlive or
+// ProcessUninspectable) on process p.
+func refusal(p ProcessIdentity, verdict ExitVerdict) error {
+	if verdict == ProcessUninspectable {
+		return fmt.Errorf("%v: %w", p, ErrProcessUninspectable)
+	}
+	return fmt.Errorf("%v: %w", p, ErrProcessAlive)
 }
 
 // Tombstone quarantines generation gen: in one transaction it sets the

@@ -47,6 +47,9 @@ func (p linuxProcesses) Identify(pid int) (ProcessIdentity, error) {
 	if err != nil {
 		return ProcessIdentity{}, fmt.Errorf("pid %d: %w", pid, err)
 	}
+	if p.kernelThread(pid) {
+		return ProcessIdentity{}, fmt.Errorf("pid %d is a kernel thread, not a clone: %w", pid, ErrInvalidID)
+	}
 	start, err := p.startTime(pid, fd)
 	if err != nil {
 		return ProcessIdentity{}, err
@@ -193,6 +196,31 @@ func (p linuxProcesses) startTime(pid, fd int) (uint64, error) {
 		return 0, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	return parseStartTime(path, data)
+}
+
+// pfKthread is PF_KTHREAD in the flags field of /proc/<pid>/stat
+// (include/linux/sched.h).
+const pfKthread = 0x00200000
+
+// kernelThread reports whether pid is a kernel thread: field 9 (flags) of
+// its /proc stat line has PF_KTHREAD. A kernel thread never exits the way
+// a clone does, so a lease bound to one could never be released.
+func (p linuxProcesses) kernelThread(pid int) bool {
+	data, err := os.ReadFile(filepath.Join(p.procDir, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return false
+	}
+	const flagsField = 9 - 3
+	fields := bytes.Fields(data[i+1:])
+	if len(fields) <= flagsField {
+		return false
+	}
+	flags, err := strconv.ParseUint(string(fields[flagsField]), 10, 64)
+	return err == nil && flags&pfKthread != 0
 }
 
 // parseStartTime extracts starttime from a /proc/<pid>/stat line. The

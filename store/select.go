@@ -81,7 +81,7 @@ func (s *Store) AcquireLeaseByKey(keyID, cloneID string) (lease Lease, created b
 			return err
 		}
 		if len(why) == 0 {
-			return fmt.Errorf("key %s has no generations: %w", keyID, ErrNotFound)
+			return fmt.Errorf("lease %q on key %s: %w: every generation of the key has been retired", cloneID, keyID, ErrIneligible)
 		}
 		if n := len(why); n > maxReasons {
 			why = append(why[:maxReasons], fmt.Sprintf("and %d older", n-maxReasons))

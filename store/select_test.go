@@ -88,6 +88,17 @@ func TestAcquireLeaseByKey(t *testing.T) {
 	if _, _, err := st.AcquireLeaseByKey("beef", "clone-d"); !errors.Is(err, store.ErrInvalidID) {
 		t.Errorf("malformed key: got %v, want ErrInvalidID", err)
 	}
+
+	// A key whose every generation was retired stays known, and refuses.
+	if _, err := st.Tombstone(other.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Retire(other.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.AcquireLeaseByKey(other.KeyID, "clone-e"); !errors.Is(err, store.ErrIneligible) || !strings.Contains(err.Error(), "retired") {
+		t.Errorf("key with every generation retired: got %v, want ErrIneligible saying so", err)
+	}
 	if _, _, err := st.AcquireLeaseByKey(key, "a/b"); !errors.Is(err, store.ErrInvalidID) {
 		t.Errorf("malformed clone ID: got %v, want ErrInvalidID", err)
 	}

@@ -188,8 +188,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: lock: %w", dir, err)
 	}
 	if !locked {
-		owner := readLockOwner(filepath.Join(dir, LockFile))
-		return nil, fmt.Errorf("open store %s: %w by pid %s", dir, ErrStoreInUse, strings.TrimSpace(owner))
+		owner := "pid " + strings.TrimSpace(readLockOwner(filepath.Join(dir, LockFile)))
+		if owner == "pid " { // it has the lock but has not written its pid yet
+			owner = "another process"
+		}
+		return nil, fmt.Errorf("open store %s: %w by %s (stop that templatefs mount or command first)", dir, ErrStoreInUse, owner)
 	}
 	if err := writeLockOwner(filepath.Join(dir, LockFile), os.Getpid()); err != nil {
 		s.lock.Close()

@@ -48,7 +48,7 @@ func runFsck(args []string, stdout io.Writer) error {
 		return err
 	}
 	if unrepaired > 0 {
-		return fmt.Errorf("%s: %d %w, %d not repaired", pos[0], len(problems), errUnrepaired, unrepaired)
+		return fmt.Errorf("%s: %d %s found, %d not repaired: %w", pos[0], len(problems), plural(len(problems), "problem"), unrepaired, errUnrepaired)
 	}
 	return nil
 }
@@ -152,4 +152,12 @@ func runSettings(args []string, stdout io.Writer) error {
 	}
 	printSettings(stdout, set)
 	return st.Close()
+}
+
+// plural is noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
 }

@@ -109,6 +109,11 @@ func parseFlags(fs *flag.FlagSet, args []string, want int) ([]string, error) {
 	if len(pos) != want {
 		return nil, usagef("want %d arguments, got %d", want, len(pos))
 	}
+	for i, p := range pos {
+		if p == "" {
+			return nil, usagef("argument %d is empty", i+1)
+		}
+	}
 	return pos, nil
 }
 

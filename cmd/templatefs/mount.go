@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"templatefs/leasefs"
 	"templatefs/store"
@@ -44,6 +45,9 @@ func runMount(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	if err := checkMountpoint(pos[1], st.Dir()); err != nil {
+		return err
+	}
 	lfs, err := leasefs.New(st, leasefs.Options{})
 	if err != nil {
 		return err
@@ -51,6 +55,20 @@ func runMount(args []string, stdout io.Writer) error {
 	return serve(lfs, pos[1], cfg, func() {
 		fmt.Fprintf(stdout, "mounted %s at %s\n", pos[0], pos[1])
 	})
+}
+
+// checkMountpoint refuses a mountpoint inside the store (the mount would
+// hide the store from itself), then applies the platform's own checks
+// (checkMountpointDir).
+func checkMountpoint(mnt, storeDir string) error {
+	abs, err := filepath.Abs(mnt)
+	if err != nil {
+		return err
+	}
+	if rel, err := filepath.Rel(storeDir, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("mountpoint %s is inside the store %s: choose a directory outside it", mnt, storeDir)
+	}
+	return checkMountpointDir(abs)
 }
 
 // demoMemory is the logical size of each demo capture's memory.bin.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -34,7 +35,7 @@ func serve(lfs *leasefs.FS, mnt string, cfg mountConfig, ready func()) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	if _, err := os.Stat(mnt); errors.Is(err, syscall.ENOTCONN) {
+	if _, err := os.Stat(mnt); isDeadMount(err) {
 		slog.Warn("mountpoint is a dead mount left by a killed daemon; detaching it", "mountpoint", mnt)
 		if err := detach(mnt); err != nil {
 			return fmt.Errorf("detach dead mount %s: %w", mnt, err)
@@ -76,6 +77,36 @@ func unmount(srv *fuse.Server, mnt string, s os.Signal) {
 	if err := detach(mnt); err != nil {
 		slog.Error("lazy unmount failed", "mountpoint", mnt, "err", err)
 	}
+}
+
+// isDeadMount reports whether err, from a stat of a mountpoint, says a
+// killed daemon left its mount behind ("Transport endpoint is not
+// connected").
+func isDeadMount(err error) bool { return errors.Is(err, syscall.ENOTCONN) }
+
+// checkMountpointDir refuses a mountpoint that is not a directory, or on
+// which a file system (another templatefs, say) is mounted and alive: a
+// new mount would stack on it and hide it. A dead mount left by a killed
+// daemon passes, since serve detaches it. A mountpoint has another device
+// than its parent.
+func checkMountpointDir(mnt string) error {
+	var st, parent unix.Stat_t
+	err := unix.Stat(mnt, &st)
+	switch {
+	case isDeadMount(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("mountpoint %s: %w", mnt, err)
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("mountpoint %s is not a directory", mnt)
+	}
+	if err := unix.Stat(filepath.Dir(mnt), &parent); err != nil {
+		return fmt.Errorf("mountpoint %s: %w", mnt, err)
+	}
+	if mnt != "/" && st.Dev != parent.Dev {
+		return fmt.Errorf("mountpoint %s already has a file system mounted on it: unmount it or choose another directory", mnt)
+	}
+	return nil
 }
 
 // detach lazily unmounts mnt: umount2(MNT_DETACH) as root, fusermount3 -uz

@@ -9,6 +9,14 @@ import (
 // defaultBackend is cgofuse over WinFsp: the only backend on Windows.
 const defaultBackend = backendCgofuse
 
+// isDeadMount is false on Windows: WinFsp removes a dead process's mount.
+func isDeadMount(error) bool { return false }
+
+// checkMountpointDir accepts anything: on Windows the mountpoint is a
+// drive letter or a directory that must not exist yet, and WinFsp refuses
+// an occupied one itself.
+func checkMountpointDir(string) error { return nil }
+
 // serve mounts lfs at mnt (a directory or a drive letter such as T:)
 // through WinFsp, calls ready, and serves until Ctrl-C or an unmount.
 func serve(lfs *leasefs.FS, mnt string, cfg mountConfig, ready func()) error {

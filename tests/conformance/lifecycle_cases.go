@@ -5,6 +5,7 @@ package conformance
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,7 +132,13 @@ func testLeaseBindAndKill(t *testing.T, b Backend) {
 		!strings.Contains(status, " unlink c1 EBUSY: ") || !strings.Contains(status, "bound process is alive") {
 		t.Errorf("status lacks the refused rm:\n%s", status)
 	}
-	wantErrno(t, "bind to another process", e.writeCmd("leases/c1", "pid 1\n"), syscall.EBUSY)
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { other.Process.Kill(); other.Wait() }()
+	wantErrno(t, "bind to another process", e.writeCmd("leases/c1", fmt.Sprintf("pid %d\n", other.Process.Pid)), syscall.EBUSY)
+	wantErrno(t, "bind to init", e.writeCmd("leases/c1", "pid 1\n"), syscall.EINVAL)
 	for _, bad := range []string{"pid 0\n", "pid -1", "pid 01", "PID 5", "pid  5", "kill\n\n", "pid 2147483648"} {
 		wantErrno(t, "write "+strconv.Quote(bad), e.writeCmd("leases/c1", bad), syscall.EINVAL)
 	}
