@@ -3,7 +3,6 @@
 package conformance
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -85,24 +83,6 @@ func Main(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// syncBuffer collects log output written from server goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is a store with three published generations under one key, and
 // lease c1 on g000001, mounted at mnt.
 type env struct {
@@ -115,7 +95,7 @@ type env struct {
 	lfs      *leasefs.FS
 	unmountF func() error // nil when not mounted
 	backend  Backend
-	log      *syncBuffer
+	log      *harness.SyncBuffer
 	opts     MountOptions // what mount passes to the backend
 }
 
@@ -128,7 +108,7 @@ func newEnv(t *testing.T, b Backend) *env {
 func newEnvWith(t *testing.T, b Backend, opts MountOptions, mnt string) *env {
 	t.Helper()
 	harness.RequireFUSE(t)
-	e := &env{t: t, storeDir: filepath.Join(t.TempDir(), "store"), log: &syncBuffer{}, opts: opts, backend: b}
+	e := &env{t: t, storeDir: filepath.Join(t.TempDir(), "store"), log: &harness.SyncBuffer{}, opts: opts, backend: b}
 	// 64 MiB memory.bin with three 4 KiB data blocks, captured now so
 	// generations are inside the restore window.
 	o := manifest.SampleOptions{StateSizeBytes: 100_000, MemorySizeBytes: 64 << 20, CaptureUTC: time.Now()}

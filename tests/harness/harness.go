@@ -242,3 +242,24 @@ func Lines(s string) []string {
 	}
 	return strings.Split(s, "\n")
 }
+
+// SyncBuffer collects log output written from several goroutines (an
+// in-process mount's server); the zero value is ready to use.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p; it never fails.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -7,7 +7,6 @@
 package scale
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -31,24 +30,6 @@ import (
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// syncBuffer collects log output written from server goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // publishedStore returns an open store with one published generation.
 func publishedStore(t *testing.T) (*store.Store, store.Generation) {
@@ -102,7 +83,7 @@ func TestReadModes(t *testing.T) {
 	}{{"passthrough", false}, {"no-passthrough", true}} {
 		t.Run(tt.name, func(t *testing.T) {
 			st, g := publishedStore(t)
-			var log syncBuffer
+			var log harness.SyncBuffer
 			mnt := mount(t, st, fs.MountOptions{NoPassthrough: tt.off, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 			for _, a := range g.Artifacts {
 				data, err := os.ReadFile(filepath.Join(mnt, "generations", g.ID.String(), "payload", a.Name))
