@@ -163,10 +163,12 @@ func (f *FS) writeLease(n Node, data []byte, c Caller) (err error) {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", n, err)
 	}
+	// By sequence number: a stale handle must not reach a newer lease of
+	// the same clone ID.
 	if cmd.kill {
-		return f.st.KillLease(n.name, f.killWait)
+		return f.st.KillLeaseSeq(n.name, n.num, f.killWait)
 	}
-	_, err = f.st.BindLease(n.name, cmd.pid)
+	_, err = f.st.BindLeaseSeq(n.name, n.num, cmd.pid)
 	return err
 }
 

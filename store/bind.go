@@ -21,6 +21,15 @@ import (
 // ErrNotFound (no lease), ErrLeaseBound (bound to another process, even
 // one that has since exited: release it and acquire a new lease).
 func (s *Store) BindLease(cloneID string, pid int) (Lease, error) {
+	return s.BindLeaseSeq(cloneID, 0, pid)
+}
+
+// BindLeaseSeq is BindLease of the lease whose fencing sequence number is
+// seq (zero: whichever lease cloneID holds). If the clone's lease has
+// another sequence number, the lease the caller meant was released (and
+// the clone ID acquired again): it returns ErrNotFound and leaves the
+// newer lease alone.
+func (s *Store) BindLeaseSeq(cloneID string, seq uint64, pid int) (Lease, error) {
 	if err := ValidateCloneID(cloneID); err != nil {
 		return Lease{}, err
 	}
@@ -41,6 +50,9 @@ func (s *Store) BindLease(cloneID string, pid int) (Lease, error) {
 		var err error
 		if lease, err = readLeaseTx(tx, cloneID); err != nil {
 			return err
+		}
+		if seq != 0 && lease.Seq != seq {
+			return fmt.Errorf("lease %q has sequence %d, not %d (released and acquired again): %w", cloneID, lease.Seq, seq, ErrNotFound)
 		}
 		if lease.State != Reserved {
 			if lease.Process != nil && lease.Process.SameProcess(id) {
@@ -74,12 +86,23 @@ func (s *Store) BindLease(cloneID string, pid int) (Lease, error) {
 // identity could not be verified, so nothing was signalled; the lease is
 // unchanged), and ReleaseLease's.
 func (s *Store) KillLease(cloneID string, wait time.Duration) error {
+	return s.KillLeaseSeq(cloneID, 0, wait)
+}
+
+// KillLeaseSeq is KillLease of the lease whose fencing sequence number is
+// seq (zero: whichever lease cloneID holds); a lease of the clone with
+// another sequence number is left alone and ErrNotFound returned, so a
+// stale handle never tears down a newer clone.
+func (s *Store) KillLeaseSeq(cloneID string, seq uint64, wait time.Duration) error {
 	lease, err := s.Lease(cloneID)
 	if err != nil {
 		return err
 	}
+	if seq != 0 && lease.Seq != seq {
+		return fmt.Errorf("kill lease %q: it has sequence %d, not %d (released and acquired again): %w", cloneID, lease.Seq, seq, ErrNotFound)
+	}
 	if lease.State == Reserved {
-		return s.ReleaseLease(cloneID)
+		return s.ReleaseLeaseSeq(cloneID, lease.Seq)
 	}
 	if lease.Process == nil {
 		return fmt.Errorf("kill lease %q: state %s without a process record", cloneID, lease.State)
@@ -90,7 +113,7 @@ func (s *Store) KillLease(cloneID string, wait time.Duration) error {
 	}
 	failpoint("kill-signalled")
 	if err == nil && exited {
-		return s.ReleaseLease(cloneID)
+		return s.ReleaseLeaseSeq(cloneID, lease.Seq)
 	}
 	cause := err
 	if cause == nil {

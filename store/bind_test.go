@@ -677,3 +677,35 @@ func TestReleaseFinishesRetirement(t *testing.T) {
 		t.Errorf("retiring generation after its last release: %+v, %v; want ErrNotFound", g, err)
 	}
 }
+
+// TestStaleSequenceRefused: once clone-a's lease is released and acquired
+// again, bind, kill and release by the old lease's sequence number touch
+// nothing and say ErrNotFound, so a stale handle never reaches the newer
+// lease of the same clone ID.
+func TestStaleSequenceRefused(t *testing.T) {
+	_, st := newBindStore(t, store.Options{})
+	old := mustGetLease(t, st, "clone-a")
+	if err := st.ReleaseLease("clone-a"); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _, err := st.AcquireLease(old.Generation, "clone-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startSleeper(t)
+	if _, err := st.BindLeaseSeq("clone-a", old.Seq, p.pid()); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("bind by the old sequence: got %v, want ErrNotFound", err)
+	}
+	if err := st.KillLeaseSeq("clone-a", old.Seq, 0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("kill by the old sequence: got %v, want ErrNotFound", err)
+	}
+	if err := st.ReleaseLeaseSeq("clone-a", old.Seq); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("release by the old sequence: got %v, want ErrNotFound", err)
+	}
+	if got := mustGetLease(t, st, "clone-a"); got != fresh {
+		t.Errorf("newer lease after stale requests %+v, want %+v unchanged", got, fresh)
+	}
+	if _, err := st.BindLeaseSeq("clone-a", fresh.Seq, p.pid()); err != nil {
+		t.Errorf("bind by the current sequence: %v", err)
+	}
+}
