@@ -9,41 +9,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-
-	"templatefs/internal/sample"
-	"templatefs/store/manifest"
-	"templatefs/store/templatekey"
 )
-
-// newInternalStore opens a new store holding one published generation,
-// on a host one minute after the capture in the capture's boot.
-func newInternalStore(t *testing.T) (*Store, Generation) {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "store")
-	if err := Init(dir); err != nil {
-		t.Fatal(err)
-	}
-	o := manifest.SampleOptions{MemorySizeBytes: 4 << 20, StateSizeBytes: 4096, VPCount: 2,
-		CaptureUTC: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), CaptureMonotonicNs: 5e9}
-	host := HostFunc(func() (HostFacts, error) {
-		return HostFacts{HostClock: o.HostClock, MonotonicNs: 65e9, UTC: o.CaptureUTC.Add(time.Minute)}, nil
-	})
-	st, err := Open(dir, Options{Host: host})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	capture := filepath.Join(t.TempDir(), "capture")
-	if err := sample.WriteCapture(capture, o, 1); err != nil {
-		t.Fatal(err)
-	}
-	class := templatekey.SampleClass()
-	g, err := st.Publish(capture, &class)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st, g
-}
 
 func problemKinds(t *testing.T, st *Store, opts CheckOptions) []string {
 	t.Helper()
@@ -61,7 +27,7 @@ func problemKinds(t *testing.T, st *Store, opts CheckOptions) []string {
 // TestCheckPendingRetirement makes the state a crash between the
 // retirement intent and the deletion leaves, which Open would resume.
 func TestCheckPendingRetirement(t *testing.T) {
-	st, g := newInternalStore(t)
+	st, g := openLeaseStore(t)
 	err := st.db.Update(func(tx *bolt.Tx) error {
 		g.State = Retiring
 		g.Retirement = &RetirementIntent{At: time.Now(), UID: 1}
@@ -92,7 +58,7 @@ func TestCheckPendingRetirement(t *testing.T) {
 // payload directories of a publication in progress are neither reported
 // nor repaired away, and are reported once it is over without a record.
 func TestCheckSparesPublicationInProgress(t *testing.T) {
-	st, _ := newInternalStore(t)
+	st, _ := openLeaseStore(t)
 	id := GenerationID(7)
 	st.beginPublication(id)
 	for _, sub := range []string{StagingDir, PayloadDir} {

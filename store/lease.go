@@ -160,26 +160,43 @@ func refusal(p ProcessIdentity, verdict ExitVerdict) error {
 // idempotent: tombstoning a tombstoned or retiring generation returns its
 // record unchanged. Errors: ErrNotFound.
 func (s *Store) Tombstone(gen GenerationID, uid uint32) (Generation, error) {
-	var g Generation
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		var err error
-		if g, err = getGeneration(tx, gen); err != nil {
-			return err
-		}
+	g, changed, err := s.changeGeneration(gen, func(g *Generation) error {
 		if g.State != Published {
 			return errUnchanged
 		}
 		g.State = Tombstoned
 		g.Tombstone = &Tombstone{At: s.now().UTC(), UID: uid}
+		return nil
+	})
+	if changed {
+		failpoint("tombstone-committed")
+		s.log.Info("generation tombstoned", "generation", gen.String(), "uid", uid)
+	}
+	return g, err
+}
+
+// changeGeneration applies change to generation gen's record in one
+// transaction and commits the result. change returns errUnchanged to keep
+// the record as it is (nothing is written; changed is false) or another
+// error to refuse (nothing is written; that error is returned). On success
+// or errUnchanged it returns the record as stored. Errors: ErrNotFound,
+// change's own.
+func (s *Store) changeGeneration(gen GenerationID, change func(*Generation) error) (g Generation, changed bool, err error) {
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		if g, err = getGeneration(tx, gen); err != nil {
+			return err
+		}
+		if err := change(&g); err != nil {
+			return err
+		}
 		return putJSON(tx.Bucket(bucketGenerations), genKey(gen), g)
 	})
 	switch {
 	case errors.Is(err, errUnchanged):
-		return g, nil
+		return g, false, nil
 	case err != nil:
-		return Generation{}, err
+		return Generation{}, false, err
 	}
-	failpoint("tombstone-committed")
-	s.log.Info("generation tombstoned", "generation", gen.String(), "uid", uid)
-	return g, nil
+	return g, true, nil
 }

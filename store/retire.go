@@ -28,12 +28,7 @@ type RetirementIntent struct {
 // published generation changes nothing and returns its record. Errors:
 // ErrNotFound, ErrRetiring.
 func (s *Store) Lift(gen GenerationID) (Generation, error) {
-	var g Generation
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		var err error
-		if g, err = getGeneration(tx, gen); err != nil {
-			return err
-		}
+	g, changed, err := s.changeGeneration(gen, func(g *Generation) error {
 		switch g.State {
 		case Published:
 			return errUnchanged
@@ -42,17 +37,13 @@ func (s *Store) Lift(gen GenerationID) (Generation, error) {
 		}
 		g.State = Published
 		g.Tombstone = nil
-		return putJSON(tx.Bucket(bucketGenerations), genKey(gen), g)
+		return nil
 	})
-	switch {
-	case errors.Is(err, errUnchanged):
-		return g, nil
-	case err != nil:
-		return Generation{}, err
+	if changed {
+		failpoint("lift-committed")
+		s.log.Info("tombstone lifted", "generation", gen.String())
 	}
-	failpoint("lift-committed")
-	s.log.Info("tombstone lifted", "generation", gen.String())
-	return g, nil
+	return g, err
 }
 
 // Retire records, in one transaction, the intent to delete tombstoned
@@ -68,12 +59,7 @@ func (s *Store) Lift(gen GenerationID) (Generation, error) {
 // finishes it. Publication IDs are never reused. Errors: ErrNotFound,
 // ErrNotTombstoned (the generation is published).
 func (s *Store) Retire(gen GenerationID, uid uint32) (Generation, error) {
-	var g Generation
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		var err error
-		if g, err = getGeneration(tx, gen); err != nil {
-			return err
-		}
+	g, changed, err := s.changeGeneration(gen, func(g *Generation) error {
 		switch g.State {
 		case Retiring:
 			return errUnchanged
@@ -82,13 +68,12 @@ func (s *Store) Retire(gen GenerationID, uid uint32) (Generation, error) {
 		}
 		g.State = Retiring
 		g.Retirement = &RetirementIntent{At: s.now().UTC(), UID: uid}
-		return putJSON(tx.Bucket(bucketGenerations), genKey(gen), g)
+		return nil
 	})
-	switch {
-	case errors.Is(err, errUnchanged):
-	case err != nil:
+	if err != nil {
 		return Generation{}, err
-	default:
+	}
+	if changed {
 		failpoint("retire-intent-committed")
 		s.log.Info("generation retiring", "generation", gen.String(), "uid", uid)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"templatefs/store"
+	"templatefs/tests/harness"
 )
 
 // sh runs script with sh -c and args as $1...; it returns the combined
@@ -73,20 +74,6 @@ func (e *env) leaseFile(rel string) store.Lease {
 	return l
 }
 
-// startSleep starts a sleep process; cleanup kills and reaps it.
-func startSleep(t *testing.T) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command("sleep", "600")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	return cmd
-}
-
 // wantGone checks that rel is ENOENT at once, by stat and in its parent's
 // listing.
 func (e *env) wantGone(rel string) {
@@ -107,7 +94,7 @@ func (e *env) wantListed(dir string, want ...string) {
 
 func testLeaseBindAndKill(t *testing.T, b Backend) {
 	e := newEnv(t, b)
-	sleep := startSleep(t)
+	sleep := harness.Sleeper(t)
 	pid := strconv.Itoa(sleep.Process.Pid)
 
 	e.echo("pid "+pid, "leases/c1")
@@ -132,11 +119,7 @@ func testLeaseBindAndKill(t *testing.T, b Backend) {
 		!strings.Contains(status, " unlink c1 EBUSY: ") || !strings.Contains(status, "bound process is alive") {
 		t.Errorf("status lacks the refused rm:\n%s", status)
 	}
-	other := exec.Command("sleep", "60")
-	if err := other.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { other.Process.Kill(); other.Wait() }()
+	other := harness.Sleeper(t)
 	wantErrno(t, "bind to another process", e.writeCmd("leases/c1", fmt.Sprintf("pid %d\n", other.Process.Pid)), syscall.EBUSY)
 	wantErrno(t, "bind to init", e.writeCmd("leases/c1", "pid 1\n"), syscall.EINVAL)
 	for _, bad := range []string{"pid 0\n", "pid -1", "pid 01", "PID 5", "pid  5", "kill\n\n", "pid 2147483648"} {
@@ -168,7 +151,7 @@ func testLeaseBindAndKill(t *testing.T, b Backend) {
 		}
 	})
 	t.Run("rm after exit", func(t *testing.T) {
-		other := startSleep(t)
+		other := harness.Sleeper(t)
 		e.echo("pid "+strconv.Itoa(other.Process.Pid), "leases/c2")
 		other.Process.Kill()
 		other.Wait()

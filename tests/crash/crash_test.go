@@ -244,7 +244,7 @@ func scenarios() []scenario {
 		},
 		{
 			name: "bind-committed", via: viaMount,
-			setup: func(t *testing.T, f *fixture) { f.proc = sleeper(t) },
+			setup: func(t *testing.T, f *fixture) { f.proc = harness.Sleeper(t) },
 			op:    mountOp(write("pid {pid}", "MNT/leases/held")...),
 			check: func(t *testing.T, f *fixture, v *view) {
 				l := wantLease(t, v, "held", g1, store.Bound)
@@ -278,7 +278,7 @@ func scenarios() []scenario {
 			// lease stays bound until the next release checks the exit.
 			name: "kill-signalled", via: viaMount,
 			setup: func(t *testing.T, f *fixture) {
-				f.proc = sleeper(t)
+				f.proc = harness.Sleeper(t)
 				f.tree(t, write("pid {pid}", "MNT/leases/held")...)
 			},
 			op: mountOp(write("kill", "MNT/leases/held")...),

@@ -143,26 +143,11 @@ func (f *fixture) tree(t *testing.T, op ...string) {
 	d.Stop()
 }
 
-// sleeper starts a process that leases can be bound to. It is killed
-// at cleanup.
-func sleeper(t *testing.T) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command("sleep", "600")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	return cmd
-}
-
 // bindExited binds lease clone, through the mount (`pid N`), to a
 // process that then exits, so that a release finds it gone.
 func (f *fixture) bindExited(t *testing.T, clone string) {
 	t.Helper()
-	f.proc = sleeper(t)
+	f.proc = harness.Sleeper(t)
 	f.tree(t, write("pid {pid}", "MNT/leases/"+clone)...)
 	f.proc.Process.Kill()
 	f.proc.Wait()

@@ -263,3 +263,18 @@ func (s *SyncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Sleeper starts `sleep 600`, a real process that leases can be bound to;
+// a cleanup kills and reaps it.
+func Sleeper(tb testing.TB) *exec.Cmd {
+	tb.Helper()
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
+}
