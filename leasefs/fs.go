@@ -169,49 +169,42 @@ func (f *FS) Lookup(dir Node, name string) (Node, error) {
 		if _, ok := g.Artifact(name); ok {
 			return payloadNode(g.ID, name)
 		}
-	case KindGenerationLeasesDir:
-		if _, err := f.st.Generation(dir.Generation()); err != nil {
-			return Node{}, err
-		}
-		if store.ValidateCloneID(name) != nil {
-			break
-		}
-		l, err := f.st.Lease(name)
-		if err != nil {
-			return Node{}, err
-		}
-		if l.Generation != dir.Generation() {
-			return Node{}, fmt.Errorf("lease %q is on generation %s, not %s: %w", name, l.Generation, dir.Generation(), store.ErrNotFound)
-		}
-		return objectNode(KindLeaseFile, l.Seq, l.CloneID)
-	case KindLeasesDir:
-		if store.ValidateCloneID(name) != nil {
-			break
-		}
-		l, err := f.st.Lease(name)
-		if err != nil {
-			return Node{}, err
-		}
-		return objectNode(KindLeaseFile, l.Seq, l.CloneID)
-	case KindKeyLeasesDir:
-		if _, err := f.key(dir); err != nil {
-			return Node{}, err
-		}
-		if store.ValidateCloneID(name) != nil {
-			break
-		}
-		l, err := f.st.Lease(name)
-		if err != nil {
-			return Node{}, err
-		}
-		if l.KeyID != dir.name {
-			return Node{}, fmt.Errorf("lease %q is on key %s, not %s: %w", name, l.KeyID, dir.name, store.ErrNotFound)
-		}
-		return objectNode(KindLeaseFile, l.Seq, l.CloneID)
+	case KindGenerationLeasesDir, KindLeasesDir, KindKeyLeasesDir:
+		return f.lookupLease(dir, name)
 	default:
 		return Node{}, fmt.Errorf("lookup %q in %s: %w", name, dir, ErrNotDir)
 	}
 	return Node{}, notFound(dir, name)
+}
+
+// lookupLease resolves name in one of the three directories that list
+// leases: every lease (leases/), a generation's, or a key's. A lease held
+// on another generation or key is not found there.
+func (f *FS) lookupLease(dir Node, name string) (Node, error) {
+	switch dir.kind {
+	case KindGenerationLeasesDir:
+		if _, err := f.st.Generation(dir.Generation()); err != nil {
+			return Node{}, err
+		}
+	case KindKeyLeasesDir:
+		if _, err := f.key(dir); err != nil {
+			return Node{}, err
+		}
+	}
+	if store.ValidateCloneID(name) != nil {
+		return Node{}, notFound(dir, name)
+	}
+	l, err := f.st.Lease(name)
+	if err != nil {
+		return Node{}, err
+	}
+	switch {
+	case dir.kind == KindGenerationLeasesDir && l.Generation != dir.Generation():
+		return Node{}, fmt.Errorf("lease %q is on generation %s, not %s: %w", name, l.Generation, dir.Generation(), store.ErrNotFound)
+	case dir.kind == KindKeyLeasesDir && l.KeyID != dir.name:
+		return Node{}, fmt.Errorf("lease %q is on key %s, not %s: %w", name, l.KeyID, dir.name, store.ErrNotFound)
+	}
+	return objectNode(KindLeaseFile, l.Seq, l.CloneID)
 }
 
 // listedIn reports whether a generation in state st is listed in dir
