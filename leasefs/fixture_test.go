@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"templatefs/internal/capturetest"
+	"templatefs/internal/hostclock"
 	"templatefs/store"
 	"templatefs/store/manifest"
 	"templatefs/store/templatekey"
@@ -24,7 +25,7 @@ type captures struct{ fresh, old string }
 // makeCaptures returns the captures of one test, reused across its rows.
 func makeCaptures(t *testing.T) captures {
 	t.Helper()
-	o := manifest.SampleOptions{StateSizeBytes: 3000, MemorySizeBytes: 4 << 20, CaptureUTC: time.Now()}
+	o := manifest.SampleOptions{StateSizeBytes: 3000, MemorySizeBytes: 4 << 20, CaptureUTC: hostclock.Now()}
 	fresh := capturetest.Make(t, t.TempDir(), o)
 	o.CaptureUTC = o.CaptureUTC.Add(-40 * 24 * time.Hour)
 	return captures{fresh: fresh, old: capturetest.Make(t, t.TempDir(), o)}
@@ -67,7 +68,7 @@ func newFixture(t *testing.T, c captures) *fixture {
 // procs (nil: the host's).
 func newFixtureWith(t *testing.T, c captures, procs store.Processes) *fixture {
 	t.Helper()
-	fx := &fixture{t: t, dir: filepath.Join(t.TempDir(), "store"), captures: c, now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), caller: owner, procs: procs}
+	fx := &fixture{t: t, dir: filepath.Join(t.TempDir(), "store"), captures: c, now: hostclock.Now().UTC().Truncate(time.Second), caller: owner, procs: procs}
 	if err := store.Init(fx.dir); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"templatefs/internal/hostclock"
 	"templatefs/store"
 )
 
@@ -43,7 +44,7 @@ func (r *refusals) note(gen store.GenerationID, op string, err error) {
 		return
 	}
 	e, _ := match(err)
-	rf := refusal{at: time.Now(), op: op, errno: e, reason: strings.ReplaceAll(err.Error(), "\n", " ")}
+	rf := refusal{at: hostclock.Now(), op: op, errno: e, reason: strings.ReplaceAll(err.Error(), "\n", " ")}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.last == nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"templatefs/internal/hostclock"
 	"templatefs/store"
 	"templatefs/store/manifest"
 )
@@ -195,7 +196,7 @@ func windowEnds(g store.Generation, e store.Eligibility) time.Time {
 	if e.Rule == store.RuleUTC {
 		return g.Anchors.UTC.Add(e.Window)
 	}
-	return time.Now().Add(e.Window - e.Age).Round(time.Second)
+	return hostclock.Now().Add(e.Window - e.Age).Round(time.Second)
 }
 
 // ineligibleReason says why e refuses g, without durations that grow with

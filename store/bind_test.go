@@ -21,6 +21,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 
+	"templatefs/internal/hostclock"
 	"templatefs/store"
 )
 
@@ -49,7 +50,7 @@ func init() {
 }
 
 func childLeaseOp(dir string, op []string) error {
-	st, err := store.Open(dir, store.Options{})
+	st, err := store.Open(dir, store.Options{Host: sampleHost()})
 	if err != nil {
 		return err
 	}
@@ -154,7 +155,9 @@ func identityOf(t *testing.T, pid int) store.ProcessIdentity {
 }
 
 // newBindStore makes a store with one published generation and a Reserved
-// lease for clone "clone-a", and reopens it with opts.
+// lease for clone "clone-a", and reopens it with opts (with the sample
+// host if opts names none, as every reopen here does: no store in these
+// tests meets the real host's clock).
 func newBindStore(t *testing.T, opts store.Options) (string, *store.Store) {
 	t.Helper()
 	dir, st := newStore(t)
@@ -168,6 +171,9 @@ func newBindStore(t *testing.T, opts store.Options) (string, *store.Store) {
 
 func reopenWithOptions(t *testing.T, dir string, opts store.Options) *store.Store {
 	t.Helper()
+	if opts.Host == nil {
+		opts.Host = sampleHost()
+	}
 	st, err := store.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +225,7 @@ func mustGetLease(t *testing.T, st *store.Store, cloneID string) store.Lease {
 func TestBindLease(t *testing.T) {
 	_, st := newBindStore(t, store.Options{})
 	p := startSleeper(t)
-	before := time.Now().UTC()
+	before := hostclock.Now().UTC()
 	l, err := st.BindLease("clone-a", p.pid())
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"templatefs/internal/hostclock"
 )
 
 func problemKinds(t *testing.T, st *Store, opts CheckOptions) []string {
@@ -30,7 +32,7 @@ func TestCheckPendingRetirement(t *testing.T) {
 	st, g := openLeaseStore(t)
 	err := st.db.Update(func(tx *bolt.Tx) error {
 		g.State = Retiring
-		g.Retirement = &RetirementIntent{At: time.Now(), UID: 1}
+		g.Retirement = &RetirementIntent{At: hostclock.Now(), UID: 1}
 		return putJSON(tx.Bucket(bucketGenerations), genKey(g.ID), g)
 	})
 	if err != nil {

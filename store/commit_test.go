@@ -14,6 +14,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"templatefs/internal/hostclock"
 	"templatefs/internal/sample"
 	"templatefs/store/manifest"
 	"templatefs/store/templatekey"
@@ -29,7 +30,7 @@ func openLeaseStore(tb testing.TB) (*Store, Generation) {
 		tb.Fatal(err)
 	}
 	o := manifest.SampleOptions{MemorySizeBytes: 1 << 20, StateSizeBytes: 4096, VPCount: 2,
-		CaptureUTC: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), CaptureMonotonicNs: 5e9}
+		CaptureUTC: hostclock.Now().Add(-time.Minute), CaptureMonotonicNs: 5e9}
 	host := HostFunc(func() (HostFacts, error) {
 		return HostFacts{HostClock: o.HostClock, MonotonicNs: 65e9, UTC: o.CaptureUTC.Add(time.Minute)}, nil
 	})

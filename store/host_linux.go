@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"templatefs/internal/hostclock"
 )
 
 // ReadHostFacts reads this host's facts. The monotonic value is the
@@ -24,7 +25,7 @@ func ReadHostFacts() (HostFacts, error) {
 	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &a); err != nil {
 		return f, fmt.Errorf("CLOCK_BOOTTIME: %w", err)
 	}
-	f.UTC = time.Now().UTC()
+	f.UTC = hostclock.Now().UTC()
 	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &b); err != nil {
 		return f, fmt.Errorf("CLOCK_BOOTTIME: %w", err)
 	}

@@ -8,13 +8,17 @@ import (
 	"testing"
 	"time"
 
+	"templatefs/internal/hostclock"
 	"templatefs/internal/sample"
 	"templatefs/store"
 )
 
-// The anchors of every sample capture (sampleOptions).
+// The anchors of every sample capture (sampleOptions). The wall-clock
+// anchor is an hour before the test started, on the clock the store reads
+// (hostclock), so a store opened with the real host finds it in its window
+// on any date.
 var (
-	captureUTC  = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	captureUTC  = hostclock.Now().UTC().Add(-time.Hour).Truncate(time.Second)
 	captureMono = uint64(123e9)
 	hostA       = [16]byte{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
 	hostB       = [16]byte{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9}

@@ -4,11 +4,12 @@ package store
 
 import (
 	"fmt"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/windows"
 	"golang.org/x/sys/windows/registry"
+
+	"templatefs/internal/hostclock"
 )
 
 // Where Windows keeps the host identity (openvmm-snapshot-format.md §3.1),
@@ -42,7 +43,7 @@ func ReadHostFacts() (HostFacts, error) {
 		return f, fmt.Errorf("interrupt time: %w", err)
 	}
 	a := interruptTime()
-	f.UTC = time.Now().UTC()
+	f.UTC = hostclock.Now().UTC()
 	b := interruptTime()
 	f.MonotonicNs = (a + b) * 100 / 2
 	return f, nil

@@ -16,6 +16,8 @@ import (
 
 	"github.com/gofrs/flock"
 	bolt "go.etcd.io/bbolt"
+
+	"templatefs/internal/hostclock"
 )
 
 // Names inside a store directory.
@@ -30,7 +32,8 @@ const (
 type Options struct {
 	// Logger receives recovery and refusal lines; nil means slog.Default().
 	Logger *slog.Logger
-	// Now returns the current time for record timestamps; nil means time.Now.
+	// Now returns the current time for record timestamps; nil means
+	// hostclock.Now, the clock the host facts are read from.
 	Now func() time.Time
 	// Processes identifies, checks and kills the processes leases are
 	// bound to; nil means the host's (pidfds on Linux). Tests inject
@@ -118,7 +121,7 @@ func initStore(dir string, set *Settings) error {
 			{keyIdentity, []byte(SchemaIdentity)},
 			{keyVersion, binary.BigEndian.AppendUint32(nil, SchemaVersion)},
 			{keyStoreID, id[:]},
-			{keyCreated, []byte(time.Now().UTC().Format(time.RFC3339Nano))},
+			{keyCreated, []byte(hostclock.Now().UTC().Format(time.RFC3339Nano))},
 		} {
 			if err := meta.Put(kv[0], kv[1]); err != nil {
 				return err
@@ -167,7 +170,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.log = slog.Default()
 	}
 	if s.now == nil {
-		s.now = time.Now
+		s.now = hostclock.Now
 	}
 	if s.procs == nil {
 		s.procs = hostProcesses()

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -45,7 +44,7 @@ func sampleOptions(version uint32, memory uint64) manifest.SampleOptions {
 		MemorySizeBytes:    memory,
 		StateSizeBytes:     4096,
 		VPCount:            2,
-		CaptureUTC:         time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC),
+		CaptureUTC:         captureUTC,
 		CaptureMonotonicNs: 123e9,
 		HostID:             [16]byte{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
 		BootID:             [16]byte{2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2},
@@ -343,7 +342,7 @@ func TestPublishCrashLeavesNoGeneration(t *testing.T) {
 					t.Fatalf("no leftovers after a crash at %s: the fail point fired too early", point)
 				}
 			}
-			st, err = store.Open(dir, store.Options{})
+			st, err = store.Open(dir, store.Options{Host: sampleHost()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -424,7 +423,7 @@ func TestLeaseSurvivesReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	st, err = store.Open(dir, store.Options{})
+	st, err = store.Open(dir, store.Options{Host: sampleHost()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,13 +21,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
 	"templatefs/fs"
 	"templatefs/internal/capturetest"
+	"templatefs/internal/hostclock"
 	"templatefs/leasefs"
 	"templatefs/store"
 	"templatefs/store/manifest"
@@ -69,7 +69,7 @@ func newEnv(t *testing.T) *env {
 	}
 	e.open()
 	class := templatekey.SampleClass()
-	capture := capturetest.Make(t, t.TempDir(), manifest.SampleOptions{StateSizeBytes: 5000, MemorySizeBytes: 16 << 20, CaptureUTC: time.Now()})
+	capture := capturetest.Make(t, t.TempDir(), manifest.SampleOptions{StateSizeBytes: 5000, MemorySizeBytes: 16 << 20, CaptureUTC: hostclock.Now()})
 	for range 3 {
 		g, err := e.st.Publish(capture, &class)
 		if err != nil {

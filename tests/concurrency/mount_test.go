@@ -26,6 +26,7 @@ import (
 
 	tfs "templatefs/fs"
 	"templatefs/internal/capturetest"
+	"templatefs/internal/hostclock"
 	"templatefs/leasefs"
 	"templatefs/store"
 	"templatefs/store/manifest"
@@ -188,7 +189,7 @@ func newEnv(t *testing.T) *env {
 	if err := store.Init(storeDir); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
+	now := hostclock.Now()
 	facts := store.HostFacts{HostID: hostID, BootID: bootID, HostClock: manifest.HostClockLinuxBoottime, MonotonicNs: hostMonotonic, UTC: now}
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st, err := store.Open(storeDir, store.Options{

@@ -14,11 +14,11 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"templatefs/internal/capturetest"
+	"templatefs/internal/hostclock"
 	"templatefs/leasefs"
 	"templatefs/store"
 	"templatefs/store/manifest"
@@ -111,7 +111,7 @@ func newEnvWith(t *testing.T, b Backend, opts MountOptions, mnt string) *env {
 	e := &env{t: t, storeDir: filepath.Join(t.TempDir(), "store"), log: &harness.SyncBuffer{}, opts: opts, backend: b}
 	// 64 MiB memory.bin with three 4 KiB data blocks, captured now so
 	// generations are inside the restore window.
-	o := manifest.SampleOptions{StateSizeBytes: 100_000, MemorySizeBytes: 64 << 20, CaptureUTC: time.Now()}
+	o := manifest.SampleOptions{StateSizeBytes: 100_000, MemorySizeBytes: 64 << 20, CaptureUTC: hostclock.Now()}
 	e.capture = capturetest.Make(t, t.TempDir(), o)
 	if err := store.Init(e.storeDir); err != nil {
 		t.Fatal(err)

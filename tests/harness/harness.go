@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"templatefs/internal/hostclock"
 )
 
 // RequireFUSEEnv names the environment variable that turns a missing FUSE
@@ -72,8 +74,9 @@ func ModuleRoot(tb testing.TB) string {
 
 // Binary returns the path of the templatefs binary, building
 // ./cmd/templatefs with `go build` the first time it is called in this
-// process (with -race when the tests are built with -race). Failures end
-// the test.
+// process (with -race when the tests are built with -race, and with the
+// clockskew tag when they are, so the binary reads the same moved clock as
+// the test: internal/hostclock). Failures end the test.
 func Binary(tb testing.TB) string {
 	tb.Helper()
 	build.once.Do(func() {
@@ -86,6 +89,9 @@ func Binary(tb testing.TB) string {
 		args := []string{"build", "-o", build.bin}
 		if raceEnabled {
 			args = append(args, "-race")
+		}
+		if hostclock.Tagged {
+			args = append(args, "-tags", "clockskew")
 		}
 		cmd := exec.Command("go", append(args, "./cmd/templatefs")...)
 		cmd.Dir = root

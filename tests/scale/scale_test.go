@@ -18,10 +18,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"templatefs/fs"
 	"templatefs/internal/capturetest"
+	"templatefs/internal/hostclock"
 	"templatefs/leasefs"
 	"templatefs/store"
 	"templatefs/store/manifest"
@@ -44,7 +44,7 @@ func publishedStore(t *testing.T) (*store.Store, store.Generation) {
 	}
 	t.Cleanup(func() { st.Close() })
 	class := templatekey.SampleClass()
-	capture := capturetest.Make(t, t.TempDir(), manifest.SampleOptions{StateSizeBytes: 5000, MemorySizeBytes: 8 << 20, CaptureUTC: time.Now()})
+	capture := capturetest.Make(t, t.TempDir(), manifest.SampleOptions{StateSizeBytes: 5000, MemorySizeBytes: 8 << 20, CaptureUTC: hostclock.Now()})
 	g, err := st.Publish(capture, &class)
 	if err != nil {
 		t.Fatal(err)
