@@ -20,11 +20,10 @@ import (
 // problems Check can fix are fixed and printed with " (repaired)".
 // Exit status: 0 when no problem remains (none found, or all repaired),
 // 1 when any unrepaired problem remains or the store cannot be checked.
-func runFsck(args []string, stdout io.Writer) error {
-	fl := flag.NewFlagSet("fsck", flag.ContinueOnError)
+func runFsck(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	digests := fl.Bool("digests", false, "also recompute every artifact's SHA-256 (reads every payload byte)")
-	repair := fl.Bool("repair", false, "fix what can be fixed without guessing (see store.CheckOptions.Repair)")
-	pos, err := parseFlags(fl, args, 1)
+	repair := fl.Bool("repair", false, "fix what can be fixed without guessing (index rows that disagree with their records, publication leftovers, unfinished retirements, stray payload files) and mark those lines (repaired)")
+	pos, err := parseFlags(fl, args)
 	if err != nil {
 		return err
 	}
@@ -62,13 +61,32 @@ type settingsFlags struct {
 	otherHost *bool
 }
 
-func addSettingsFlags(fl *flag.FlagSet) settingsFlags {
-	return settingsFlags{
+// addSettingsFlags defines the settings flags on fl, with the defaults of
+// a new store (store.DefaultSettings). With unchanged, as for `settings`,
+// help says instead that a flag not given leaves its setting as it is.
+func addSettingsFlags(fl *flag.FlagSet, unchanged bool) settingsFlags {
+	def := store.DefaultSettings()
+	sf := settingsFlags{
 		fl:        fl,
-		window:    fl.String("restore-window", "", "largest age a generation may have and get new leases, e.g. 72h or 7d (at most 30d)"),
-		reboot:    fl.Bool("refuse-reboot", false, "refuse captures from an earlier boot of this host, or without host identity"),
-		otherHost: fl.Bool("refuse-other-host", false, "refuse captures from another host, or without host identity"),
+		window:    fl.String("restore-window", formatWindow(def.RestoreWindow), "largest age `D` a generation may have and get new leases: a duration such as 72h or whole days such as 7d, at most 30d"),
+		reboot:    fl.Bool("refuse-reboot", def.RefuseReboot, "refuse captures from an earlier boot of this host, or without host identity (--refuse-reboot=false allows them)"),
+		otherHost: fl.Bool("refuse-other-host", def.RefuseOtherHost, "refuse captures from another host, or without host identity (--refuse-other-host=false allows them)"),
 	}
+	if unchanged {
+		for _, name := range []string{"restore-window", "refuse-reboot", "refuse-other-host"} {
+			fl.Lookup(name).DefValue = "unchanged" // DefValue is only for help
+		}
+	}
+	return sf
+}
+
+// formatWindow writes a restore window as parseWindow reads it: whole days
+// as 7d, anything else as a Go duration.
+func formatWindow(d time.Duration) string {
+	if d > 0 && d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
 }
 
 // apply returns base with the flags given on the command line applied,
@@ -120,10 +138,9 @@ func printSettings(w io.Writer, set store.Settings) {
 // runSettings prints the store's eligibility settings, after changing the
 // ones given as flags (store.SetSettings). Without flags the store is
 // opened with store.Options.NoRecover and nothing in it changes.
-func runSettings(args []string, stdout io.Writer) error {
-	fl := flag.NewFlagSet("settings", flag.ContinueOnError)
-	sf := addSettingsFlags(fl)
-	pos, err := parseFlags(fl, args, 1)
+func runSettings(fl *flag.FlagSet, args []string, stdout io.Writer) error {
+	sf := addSettingsFlags(fl, true)
+	pos, err := parseFlags(fl, args)
 	if err != nil {
 		return err
 	}

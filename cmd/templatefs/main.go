@@ -9,10 +9,123 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 )
+
+// command is one subcommand. run receives the command's own FlagSet (named
+// after the command, silent: run's caller prints help and errors), defines
+// its flags on it and parses the arguments after the command name with
+// parseFlags.
+type command struct {
+	name     string
+	args     []string // the positional arguments, e.g. STORE CAPTURE_DIR
+	required []string // flags that must be given, with a non-empty value
+	summary  string   // what it does, one line, for the command list
+	about    string   // what it does and what its arguments are, for --help
+	example  string   // example command lines, for --help
+	run      func(fl *flag.FlagSet, args []string, stdout io.Writer) error
+}
+
+// commands is every subcommand, in the order help lists them. It is set
+// in init because the commands' run functions look their command up
+// (parseFlags), which a variable's initialiser may not refer to.
+var commands []command
+
+func init() {
+	commands = []command{
+		{
+			name:    "init",
+			args:    []string{"STORE"},
+			summary: "create an empty store",
+			about: `Create an empty store in STORE, a directory that is missing or empty,
+private to its owner (mode 0700). The settings flags given are stored
+with it; the others keep the defaults shown.`,
+			example: "templatefs init --restore-window 7d /srv/templates",
+			run:     runInit,
+		},
+		{
+			name:    "sample-capture",
+			args:    []string{"OUTDIR"},
+			summary: "write a valid sample capture and its capture class",
+			about: `Write a valid OpenVMM capture of this host, taken now, to OUTDIR/capture/
+and its capture class to OUTDIR/class.json, for trying publish and mount.`,
+			example: "templatefs sample-capture --memory 1GiB /tmp/cap",
+			run:     runSampleCapture,
+		},
+		{
+			name:     "publish",
+			args:     []string{"STORE", "CAPTURE_DIR"},
+			required: []string{"class"},
+			summary:  "publish a capture; the last line printed is the generation ID",
+			about: `Publish the capture in CAPTURE_DIR (manifest.bin, state.bin, memory.bin,
+maybe scratch.img) into STORE as a new immutable generation under its
+compatibility key. Prints the key, then the new generation ID on the last
+line. A refused capture leaves the store as it was.`,
+			example: "templatefs publish /srv/templates /tmp/cap/capture --class /tmp/cap/class.json",
+			run:     runPublish,
+		},
+		{
+			name:    "mount",
+			args:    []string{"STORE", "MNT"},
+			summary: "serve STORE at MNT in the foreground until SIGINT or SIGTERM",
+			about: `Serve STORE as a filesystem at MNT, an existing directory outside the
+store with nothing mounted on it, in the foreground. SIGINT or SIGTERM
+unmounts (lazily if files are open). A dead mount left by a killed daemon
+is detached and reused. Go-fuse uses fusermount3 (Debian package fuse3).`,
+			example: "templatefs mount /srv/templates /mnt/t &",
+			run:     runMount,
+		},
+		{
+			name:    "fsck",
+			args:    []string{"STORE"},
+			summary: "check the store's invariants; exit 1 if a problem remains",
+			about: `Check STORE's invariants and print one line per problem. Nothing changes
+unless --repair. Exit status 0 when no problem remains (none found, or all
+repaired), 1 when any is left.`,
+			example: "templatefs fsck --digests /srv/templates",
+			run:     runFsck,
+		},
+		{
+			name:    "settings",
+			args:    []string{"STORE"},
+			summary: "show the eligibility settings, after changing those given",
+			about: `Change the eligibility settings given as flags, then print all of them.
+Without flags nothing in STORE changes.`,
+			example: "templatefs settings --restore-window 72h --refuse-reboot /srv/templates",
+			run:     runSettings,
+		},
+		{
+			name:    "restore",
+			args:    []string{"BACKUP_DIR", "STORE"},
+			summary: "rebuild a store from a backup of the mount, verifying every digest",
+			about: `Rebuild a store in STORE, a directory that is missing or empty, from
+BACKUP_DIR, a copy of a mount (tar, rsync, restic or borg): its store.db
+and the payloads. Every payload's size and SHA-256 is checked against the
+index; on any difference nothing is left behind.`,
+			example: "templatefs restore /backup/t /srv/templates",
+			run:     runRestore,
+		},
+		{
+			name:    "demo",
+			summary: "make a sample store in a temporary directory and mount it",
+			about: `Make a store with two sample generations of one key in a new temporary
+directory, mount it there and print what to try. Ctrl-C unmounts.`,
+			example: "templatefs demo",
+			run:     runDemo,
+		},
+	}
+}
+
+// lookup returns the command called name.
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
 
 // usageError marks a bad command line: exit status 2.
 type usageError struct{ msg string }
@@ -21,100 +134,123 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
-// command is one subcommand: its one-line synopsis and its entry point,
-// which receives the arguments after the command name.
-type command struct {
-	synopsis string // the command line, for usage messages
-	summary  string // what it does, one line
-	run      func(args []string, stdout io.Writer) error
-}
-
-var commands = map[string]command{
-	"init":           {"init [--restore-window D] [--refuse-reboot] [--refuse-other-host] STORE", "create an empty store", runInit},
-	"fsck":           {"fsck [--digests] [--repair] STORE", "check the store's invariants; exit 1 if a problem remains", runFsck},
-	"settings":       {"settings [--restore-window D] [--refuse-reboot=BOOL] [--refuse-other-host=BOOL] STORE", "show or change the eligibility settings", runSettings},
-	"sample-capture": {"sample-capture [--version 6|5] [--memory SIZE] OUTDIR", "write a valid capture and class", runSampleCapture},
-	"publish":        {"publish STORE CAPTURE_DIR --class CLASS_JSON", "publish a capture; prints the generation ID last", runPublish},
-	"mount":          {"mount [--backend go-fuse|cgofuse] [--allow-other] [--no-passthrough] [--debug] STORE MNT", "serve the store at MNT until SIGINT/SIGTERM", runMount},
-	"demo":           {"demo", "make a sample store, mount it, explain what to try", runDemo},
-	"restore":        {"restore BACKUP_DIR STORE", "rebuild a store from a backup of the mount (store.db and payloads), verifying every digest", runRestore},
-}
-
 func main() {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run runs the command line args and returns the exit status: 0 on
+// success and for help (printed on stdout), 2 for a usage error (the
+// message and the usage on stderr), 1 for any other failure (the message
+// on stderr).
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		printUsage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "templatefs: unknown command %q\n", args[0])
-		printUsage(stderr)
+	if len(args) == 0 {
+		printCommands(stderr)
 		return 2
 	}
-	err := cmd.run(args[1:], stdout)
+	name, args := args[0], args[1:]
+	switch name {
+	case "-h", "-help", "--help":
+		printCommands(stdout)
+		return 0
+	case "help":
+		if len(args) == 0 {
+			printCommands(stdout)
+			return 0
+		}
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "templatefs help: takes at most 1 argument (COMMAND), got %d\n", len(args))
+			printCommands(stderr)
+			return 2
+		}
+		name, args = args[0], []string{"--help"}
+	}
+	cmd, ok := lookup(name)
+	if !ok {
+		fmt.Fprintf(stderr, "templatefs: unknown command %q\n", name)
+		printCommands(stderr)
+		return 2
+	}
+	fl := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
+	fl.SetOutput(io.Discard) // help and errors are printed below, where they belong
+	fl.Usage = func() { printUsage(fl.Output(), cmd, fl) }
+	err := cmd.run(fl, args, stdout)
 	var ue usageError
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
+		printHelp(stdout, cmd, fl)
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "templatefs %s: %v\nusage: templatefs %s\n", args[0], err, cmd.synopsis)
+		fmt.Fprintf(stderr, "templatefs %s: %v\n\n", cmd.name, err)
+		fl.SetOutput(stderr)
+		fl.Usage()
 		return 2
 	default:
-		fmt.Fprintf(stderr, "templatefs %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "templatefs %s: %v\n", cmd.name, err)
 		return 1
 	}
 }
 
-func printUsage(w io.Writer) {
-	fmt.Fprintln(w, "usage: templatefs COMMAND [ARGS]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for name := range commands {
-		names = append(names, name)
+// parseFlags parses args with fl, the FlagSet run made for a command, and
+// returns the positional arguments. Flags may come before, between and
+// after the positional arguments: Go's flag package stops at the first
+// non-flag argument, so parseFlags takes that one as a positional and
+// parses the rest again. After "--" every argument is positional. It
+// returns flag.ErrHelp for -h or --help, and a usageError for an unknown
+// flag, a bad flag value, a required flag not given, or a wrong number of
+// positional arguments.
+func parseFlags(fl *flag.FlagSet, args []string) ([]string, error) {
+	cmd, ok := lookup(fl.Name())
+	if !ok {
+		return nil, fmt.Errorf("parseFlags: no command %q (a FlagSet not made by run)", fl.Name())
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		fmt.Fprintf(w, "  %s\n      %s\n", commands[name].synopsis, commands[name].summary)
-	}
-}
-
-// parseFlags parses args with fs, allowing flags before and after the
-// positional arguments, and checks that exactly want positionals remain.
-func parseFlags(fs *flag.FlagSet, args []string, want int) ([]string, error) {
-	fs.SetOutput(io.Discard)
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := fl.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, usagef("%v", err)
+			return nil, usageError{err.Error()}
 		}
-		args = fs.Args()
-		if len(args) == 0 {
+		rest := fl.Args()
+		if consumed := args[:len(args)-len(rest)]; len(consumed) > 0 && consumed[len(consumed)-1] == "--" {
+			pos = append(pos, rest...)
 			break
 		}
-		pos = append(pos, args[0])
-		args = args[1:]
+		if len(rest) == 0 {
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	if len(pos) != want {
-		return nil, usagef("want %d arguments, got %d", want, len(pos))
+	if len(pos) != len(cmd.args) {
+		return nil, usageError{argCountMessage(cmd, len(pos))}
 	}
 	for i, p := range pos {
 		if p == "" {
-			return nil, usagef("argument %d is empty", i+1)
+			return nil, usagef("argument %s is empty", cmd.args[i])
+		}
+	}
+	for _, name := range cmd.required {
+		if f := fl.Lookup(name); f == nil || f.Value.String() == "" {
+			return nil, usagef("%s is required", flagSynopsis(fl.Lookup(name)))
 		}
 	}
 	return pos, nil
+}
+
+// argCountMessage says how many positional arguments cmd takes, and how
+// many it got.
+func argCountMessage(cmd command, got int) string {
+	switch len(cmd.args) {
+	case 0:
+		return fmt.Sprintf("takes no arguments, got %d", got)
+	case 1:
+		return fmt.Sprintf("takes 1 argument (%s), got %d", cmd.args[0], got)
+	default:
+		return fmt.Sprintf("takes %d arguments (%s), got %d", len(cmd.args), strings.Join(cmd.args, " "), got)
+	}
 }
 
 // parseSize parses a byte count such as 1073741824, 256MiB or 1GiB

@@ -26,14 +26,13 @@ type mountConfig struct {
 	noPassthrough bool
 }
 
-func runMount(args []string, stdout io.Writer) error {
-	fl := flag.NewFlagSet("mount", flag.ContinueOnError)
+func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	var cfg mountConfig
-	fl.StringVar(&cfg.backend, "backend", defaultBackend, "FUSE backend: go-fuse (Linux) or cgofuse (Windows; Linux with -tags fuse3)")
-	fl.BoolVar(&cfg.allowOther, "allow-other", false, "let other users read the mount (FUSE allow_other)")
-	fl.BoolVar(&cfg.debug, "debug", false, "log every FUSE request")
+	fl.StringVar(&cfg.backend, "backend", defaultBackend, "FUSE `BACKEND`: go-fuse (Linux) or cgofuse (Windows; Linux in a binary built with -tags fuse3)")
+	fl.BoolVar(&cfg.allowOther, "allow-other", false, "let other users read the mount (FUSE allow_other; as non-root, needs user_allow_other in /etc/fuse.conf)")
+	fl.BoolVar(&cfg.debug, "debug", false, "log every FUSE request and reply")
 	fl.BoolVar(&cfg.noPassthrough, "no-passthrough", false, "serve payload reads through the daemon instead of FUSE passthrough (go-fuse)")
-	pos, err := parseFlags(fl, args, 2)
+	pos, err := parseFlags(fl, args)
 	if err != nil {
 		return err
 	}
@@ -74,8 +73,8 @@ func checkMountpoint(mnt, storeDir string) error {
 // demoMemory is the logical size of each demo capture's memory.bin.
 const demoMemory = 256 << 20
 
-func runDemo(args []string, stdout io.Writer) error {
-	if _, err := parseFlags(flag.NewFlagSet("demo", flag.ContinueOnError), args, 0); err != nil {
+func runDemo(fl *flag.FlagSet, args []string, stdout io.Writer) error {
+	if _, err := parseFlags(fl, args); err != nil {
 		return err
 	}
 	top, err := os.MkdirTemp("", "templatefs-demo-")

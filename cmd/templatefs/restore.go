@@ -17,9 +17,8 @@ import (
 // directory of its state (leasefs.BackupPath). store.Restore verifies every
 // payload's size and SHA-256 against the index and leaves nothing behind
 // when one differs.
-func runRestore(args []string, stdout io.Writer) error {
-	fl := flag.NewFlagSet("restore", flag.ContinueOnError)
-	pos, err := parseFlags(fl, args, 2)
+func runRestore(fl *flag.FlagSet, args []string, stdout io.Writer) error {
+	pos, err := parseFlags(fl, args)
 	if err != nil {
 		return err
 	}

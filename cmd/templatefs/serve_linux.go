@@ -47,7 +47,7 @@ func serve(lfs *leasefs.FS, mnt string, cfg mountConfig, ready func()) error {
 	}
 	srv, err := fs.Mount(mnt, lfs, fs.MountOptions{AllowOther: cfg.allowOther, Debug: cfg.debug, NoPassthrough: cfg.noPassthrough})
 	if err != nil {
-		return fmt.Errorf("mount %s: %w", mnt, err)
+		return explainMountError(mnt, err)
 	}
 	slog.Info("mounted", "backend", backendGoFuse, "mountpoint", mnt)
 	ready()

@@ -15,10 +15,9 @@ import (
 
 // runInit creates a store; settings flags, when given, are stored with it
 // (store.InitWithSettings), otherwise it starts with the defaults.
-func runInit(args []string, stdout io.Writer) error {
-	fl := flag.NewFlagSet("init", flag.ContinueOnError)
-	sf := addSettingsFlags(fl)
-	pos, err := parseFlags(fl, args, 1)
+func runInit(fl *flag.FlagSet, args []string, stdout io.Writer) error {
+	sf := addSettingsFlags(fl, false)
+	pos, err := parseFlags(fl, args)
 	if err != nil {
 		return err
 	}
@@ -41,11 +40,10 @@ func runInit(args []string, stdout io.Writer) error {
 // sampleStateSize is the length of a sample capture's state.bin.
 const sampleStateSize = 64 << 10
 
-func runSampleCapture(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("sample-capture", flag.ContinueOnError)
-	version := fs.Uint("version", 6, "manifest version: 6 (time contract) or 5 (capture wall clock only)")
-	memory := fs.String("memory", "256MiB", "logical size of the sparse memory.bin")
-	pos, err := parseFlags(fs, args, 1)
+func runSampleCapture(fl *flag.FlagSet, args []string, stdout io.Writer) error {
+	version := fl.Uint("version", 6, "manifest `VERSION`: 6 (with the time contract) or 5 (capture wall clock only)")
+	memory := fl.String("memory", "256MiB", "logical `SIZE` of the sparse memory.bin: bytes, or a number with KiB, MiB, GiB or TiB; a multiple of 4096")
+	pos, err := parseFlags(fl, args)
 	if err != nil {
 		return err
 	}
@@ -94,15 +92,11 @@ func writeSample(out string, version uint32, memory uint64, seed uint64) error {
 	return sample.WriteClass(filepath.Join(out, "class.json"))
 }
 
-func runPublish(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
-	classPath := fs.String("class", "", "capture class JSON file (required)")
-	pos, err := parseFlags(fs, args, 2)
+func runPublish(fl *flag.FlagSet, args []string, stdout io.Writer) error {
+	classPath := fl.String("class", "", "read the capture class from `CLASS_JSON`, a JSON file as sample-capture writes it")
+	pos, err := parseFlags(fl, args)
 	if err != nil {
 		return err
-	}
-	if *classPath == "" {
-		return usagef("--class is required")
 	}
 	class, err := readClass(*classPath)
 	if err != nil {
