@@ -123,6 +123,8 @@ func TestCommandList(t *testing.T) {
 		{[]string{"--help"}, 0, "usage: templatefs COMMAND"},
 		{[]string{"-h"}, 0, "usage: templatefs COMMAND"},
 		{[]string{"help"}, 0, "usage: templatefs COMMAND"},
+		{[]string{"help", "-h"}, 0, "usage: templatefs COMMAND"},
+		{[]string{"help", "help"}, 0, "usage: templatefs COMMAND"},
 		{nil, 2, "usage: templatefs COMMAND"},
 		{[]string{"frobnicate"}, 2, "templatefs: unknown command \"frobnicate\"\nusage: templatefs COMMAND"},
 		{[]string{"help", "frobnicate"}, 2, "templatefs: unknown command \"frobnicate\"\nusage: templatefs COMMAND"},

@@ -149,12 +149,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	name, args := args[0], args[1:]
-	switch name {
-	case "-h", "-help", "--help":
+	switch {
+	case name != "help" && isHelpWord(name):
 		printCommands(stdout)
 		return 0
-	case "help":
-		if len(args) == 0 {
+	case name == "help":
+		if len(args) == 0 || (len(args) == 1 && isHelpWord(args[0])) {
 			printCommands(stdout)
 			return 0
 		}
@@ -191,6 +191,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "templatefs %s: %v\n", cmd.name, err)
 		return 1
 	}
+}
+
+// isHelpWord reports whether arg asks for help: "help", "-h", "-help" or
+// "--help", so "templatefs help -h" and "templatefs help help" list the
+// commands.
+func isHelpWord(arg string) bool {
+	switch arg {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
 }
 
 // parseFlags parses args with fl, the FlagSet run made for a command, and
