@@ -49,6 +49,13 @@ var (
 	// manifest is refused; the wrapped chain carries the manifest package's
 	// sentinel (for example manifest.ErrUnexpectedArtifact).
 	ErrCapture = errors.New("capture refused")
+	// ErrCaptureChanged is returned by Publish and PublishIfNew when an
+	// artifact's size, mtime or ctime changed while the capture was read,
+	// or the copied manifest.bin differs from the one validated: a writer
+	// was at work, and the copy could mix old and new bytes. The message
+	// names the artifact and what changed. No generation is made; the
+	// reserved ID, if any, stays burned.
+	ErrCaptureChanged = errors.New("capture changed while it was read")
 )
 
 // Errors returned by lookups, leases and tombstones.

@@ -97,6 +97,7 @@ func writeSample(out string, version uint32, memory uint64, seed uint64) error {
 func runPublish(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
 	classPath := fs.String("class", "", "capture class JSON file (required)")
+	duplicate := fs.Bool("duplicate", false, "publish a second copy of a capture identical to a generation already in the store")
 	pos, err := parseFlags(fs, args, 2)
 	if err != nil {
 		return err
@@ -113,9 +114,18 @@ func runPublish(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	g, err := st.Publish(pos[1], class)
+	var g store.Generation
+	published := true
+	if *duplicate {
+		g, err = st.Publish(pos[1], class)
+	} else {
+		g, published, err = st.PublishIfNew(pos[1], class)
+	}
 	if err != nil {
 		return err
+	}
+	if !published {
+		fmt.Fprintf(stdout, "capture already published as %s\n", g.ID)
 	}
 	fmt.Fprintf(stdout, "key %s\n%s\n", g.KeyID, g.ID)
 	return st.Close()
