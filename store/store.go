@@ -340,6 +340,7 @@ func (s *Store) Info() (Info, error) {
 	err := s.db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		info.StoreID = hex.EncodeToString(meta.Get(keyStoreID))
+		info.RestoredFrom = hex.EncodeToString(meta.Get(keyRestoredFrom))
 		info.SchemaIdentity = string(meta.Get(keyIdentity))
 		info.SchemaVersion = binary.BigEndian.Uint32(meta.Get(keyVersion))
 		info.CreatedAt, _ = time.Parse(time.RFC3339Nano, string(meta.Get(keyCreated)))
