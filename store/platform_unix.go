@@ -84,3 +84,18 @@ func stampOf(f *os.File) (fileStamp, error) {
 		Ctime: time.Unix(st.Ctim.Unix()),
 	}, nil
 }
+
+// openDir opens the store directory itself, refusing a symbolic link
+// (O_NOFOLLOW) and anything but a directory (O_DIRECTORY).
+func openDir(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+}
+
+// linkCount returns the number of hard links of f (fstat st_nlink).
+func linkCount(f *os.File) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return 0, &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
+	}
+	return uint64(st.Nlink), nil
+}

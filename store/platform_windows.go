@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 	"unsafe"
@@ -141,4 +142,27 @@ func stampOf(f *os.File) (fileStamp, error) {
 		return time.Unix(0, w.Nanoseconds())
 	}
 	return fileStamp{Size: fi.Size(), Mtime: ft(bi.LastWriteTime), Ctime: ft(bi.ChangeTime)}, nil
+}
+
+// openBeneath opens rel, a slash-separated path below the directory dir,
+// read-only with openNoFollow: a reparse point as the last component is
+// refused. Windows has no openat2; the directories on the way were checked
+// to be no reparse points by Open (checkTree), which is the behaviour
+// Windows had before openBeneath.
+func openBeneath(dir *os.File, rel string) (*os.File, error) {
+	return openNoFollow(filepath.Join(dir.Name(), filepath.FromSlash(rel)))
+}
+
+// openDir opens the store directory itself (os.Open opens directories
+// with FILE_FLAG_BACKUP_SEMANTICS); checkTree has refused a reparse point.
+func openDir(path string) (*os.File, error) { return os.Open(path) }
+
+// linkCount returns the number of hard links of f (NumberOfLinks of
+// GetFileInformationByHandle).
+func linkCount(f *os.File) (uint64, error) {
+	var info windows.ByHandleFileInformation
+	if err := windows.GetFileInformationByHandle(windows.Handle(f.Fd()), &info); err != nil {
+		return 0, &fs.PathError{Op: "stat", Path: f.Name(), Err: err}
+	}
+	return uint64(info.NumberOfLinks), nil
 }

@@ -53,6 +53,7 @@ type Options struct {
 // and power loss. A call that returns an error leaves the index unchanged.
 type Store struct {
 	dir  string
+	root *os.File // dir itself, open from Open to Close: payloads are opened relative to it
 	db   *bolt.DB
 	lock *flock.Flock
 	log  *slog.Logger
@@ -83,6 +84,13 @@ func Init(dir string) error { return initStore(dir, nil) }
 
 // initStore is Init, also writing set into meta/settings when not nil.
 func initStore(dir string, set *Settings) error {
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		_, err = checkParents(abs, os.Geteuid())
+	}
+	if err != nil {
+		return fmt.Errorf("init store: %w", err)
+	}
 	if err := mkdirPrivate(dir); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("init store %s: %w", dir, err)
 	}
@@ -176,6 +184,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if s.host == nil {
 		s.host = HostFunc(ReadHostFacts)
 	}
+	if dir, err = checkParents(dir, s.uid); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s.dir = dir
 	if err := checkTree(dir); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -204,6 +216,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", filepath.Join(dir, IndexFile), err)
 	}
 	s.commits = newGroupCommitter(s.db)
+	if s.root, err = openDir(dir); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	if err := s.db.View(func(tx *bolt.Tx) error {
 		if err := checkSchema(tx); err != nil {
 			return err
@@ -318,6 +334,11 @@ func (s *Store) Close() error {
 	var err error
 	if s.db != nil {
 		err = s.db.Close()
+	}
+	if s.root != nil {
+		if rerr := s.root.Close(); err == nil {
+			err = rerr
+		}
 	}
 	if s.lock != nil {
 		if lerr := s.lock.Close(); err == nil {
