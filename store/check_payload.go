@@ -185,7 +185,7 @@ func (c *checker) artifacts(s *Store, g Generation, jobs []digestJob) ([]digestJ
 		}
 		f, err := s.openPayloadFile(g.ID, a.Name)
 		switch {
-		case errors.Is(err, ErrUnsafePath):
+		case errors.Is(err, ErrUnsafePath): // hard links (a symlink swapped in since Lstat: the detail says so)
 			c.add(ProblemArtifactLinks, subject, "%v", err)
 			continue
 		case err != nil:

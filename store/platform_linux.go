@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +20,8 @@ func renameNoReplace(from, to string) error {
 // read-only, without following a symbolic link in any component and
 // without leaving dir: openat2 with RESOLVE_NO_SYMLINKS and
 // RESOLVE_BENEATH. A link on the way fails with ELOOP, a path that would
-// leave dir ("..", an absolute path) with EXDEV. On a kernel without
+// leave dir ("..", an absolute path) with EXDEV, both also wrapping
+// ErrUnsafePath. On a kernel without
 // openat2 (before Linux 5.6: ENOSYS) openWalk does the same one component
 // at a time.
 func openBeneath(dir *os.File, rel string) (*os.File, error) {
@@ -32,6 +34,9 @@ func openBeneath(dir *os.File, rel string) (*os.File, error) {
 		fd, err = openWalk(int(dir.Fd()), rel)
 	}
 	name := filepath.Join(dir.Name(), rel)
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+		return nil, fmt.Errorf("%w (a symbolic link on the way, or a path out of %s): %w", &os.PathError{Op: "open", Path: name, Err: err}, dir.Name(), ErrUnsafePath)
+	}
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 
@@ -165,7 +166,7 @@ func (s *Store) GenerationLeases(gen GenerationID) ([]Lease, error) {
 // on the way (Linux openat2 RESOLVE_NO_SYMLINKS|RESOLVE_BENEATH: ELOOP;
 // Windows refuses a reparse point as the last component with
 // ErrUnsafePath), and refuses a file with more than one hard link
-// (ErrUnsafePath). The caller closes the file. Errors: ErrNotFound for an
+// (ErrUnsafePath, also logged at error level). The caller closes the file. Errors: ErrNotFound for an
 // unknown generation or artifact; the open error otherwise.
 func (s *Store) OpenPayload(gen GenerationID, name string) (*os.File, error) {
 	g, err := s.Generation(gen)
@@ -175,5 +176,9 @@ func (s *Store) OpenPayload(gen GenerationID, name string) (*os.File, error) {
 	if _, ok := g.Artifact(name); !ok {
 		return nil, fmt.Errorf("generation %s has no artifact %q: %w", gen, name, ErrNotFound)
 	}
-	return s.openPayloadFile(gen, name)
+	f, err := s.openPayloadFile(gen, name)
+	if errors.Is(err, ErrUnsafePath) {
+		s.log.Error("refusing unsafe payload file", "generation", gen.String(), "artifact", name, "err", err.Error())
+	}
+	return f, err
 }

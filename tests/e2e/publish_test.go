@@ -33,3 +33,30 @@ func TestPublishTwice(t *testing.T) {
 	}
 	s.fsckClean(t)
 }
+
+// TestHardLinkedPayloadThroughMount gives a published memory.bin a second
+// name outside the store: reading it through the mount fails with EIO and
+// the daemon logs the file and its link count; fsck reports artifact-links
+// and exits 1.
+func TestHardLinkedPayloadThroughMount(t *testing.T) {
+	harness.RequireFUSE(t)
+	s := newSession(t, "--memory", "16MiB")
+	gen := s.publish(t)
+	payload := filepath.Join(s.store, "payload", gen, "memory.bin")
+	if err := os.Link(payload, filepath.Join(s.dir, "second-name")); err != nil {
+		t.Fatal(err)
+	}
+	r := harness.RunStatus(t, "fsck", s.store)
+	if r.Code != 1 || !strings.Contains(r.Stdout, "artifact-links generation "+gen+": "+payload+" has 2 hard links") {
+		t.Errorf("fsck of a store with a hard-linked payload: %v; want exit 1 and artifact-links naming %s", r, payload)
+	}
+	d := harness.StartMount(t, s.store, s.mnt)
+	r = harness.Tool(t, "cat", s.path("generations", gen, "payload", "memory.bin"))
+	if r.Code == 0 || !strings.Contains(r.Stderr, "Input/output error") {
+		t.Errorf("cat of a hard-linked payload through the mount: %v; want EIO", r)
+	}
+	if !strings.Contains(d.Log(), "has 2 hard links") {
+		t.Errorf("daemon log does not name the hard-linked payload:\n%s", d.Log())
+	}
+	harness.MustTool(t, "cat", s.path("generations", gen, "payload", "state.bin"))
+}
