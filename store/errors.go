@@ -23,7 +23,10 @@ var (
 	ErrSchemaTooNew = errors.New("store schema is newer than this build")
 	// ErrUnsafePath is returned by Init and Open when a path in the store is
 	// a symbolic link, is owned by another user, or is group- or
-	// world-writable. The message names the path.
+	// world-writable, or a directory above the store lets another user
+	// replace it; and by OpenPayload for a payload file with more than one
+	// hard link or reached through a symbolic link. The message names the
+	// path (and a mode as ls prints it).
 	ErrUnsafePath = errors.New("unsafe store path")
 	// ErrExists is returned by Init when the directory already holds a store
 	// or other files.

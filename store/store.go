@@ -78,7 +78,8 @@ type Store struct {
 // if missing, the payload and staging areas, and an index holding the
 // schema identity, version and a random 128-bit store ID. dir must be
 // missing or empty. It returns ErrExists if dir holds anything, and
-// ErrUnsafePath if dir is a symbolic link or is not private to the caller.
+// ErrUnsafePath if dir is a symbolic link or is not private to the caller,
+// or a directory above it lets another user replace it (checkParents).
 // The store starts with DefaultSettings (see InitWithSettings).
 func Init(dir string) error { return initStore(dir, nil) }
 
@@ -154,15 +155,20 @@ func initStore(dir string, set *Settings) error {
 }
 
 // Open opens the store in dir for exclusive use by this process. It
-// checks, in order: that every path in the store is private to the caller
-// and no symbolic link (ErrUnsafePath), that no other process holds the
+// checks, in order: that no other user can replace a directory on the way
+// to dir (checkParents: every ancestor owned by root or the caller, and
+// not writable by others unless sticky with the next component the
+// caller's or root's; symbolic links above dir are resolved and Dir
+// returns the resolved path), that every path in the store is private to
+// the caller and no symbolic link (ErrUnsafePath), that no other process holds the
 // lock (ErrStoreInUse, naming its pid), and that the index carries
 // SchemaIdentity and SchemaVersion (ErrNotStore, ErrSchemaUnknown,
 // ErrSchemaUnversioned, ErrSchemaTooOld, ErrSchemaTooNew, each naming what
 // was found) and valid settings (ErrInvalidSettings). It then removes
 // publication leftovers (everything in staging/ and payload directories
 // with no generation record) and finishes retirements a crash interrupted
-// (Retire), unless opts.NoRecover.
+// (Retire), unless opts.NoRecover. The store directory stays open until
+// Close; payload files are opened relative to it (OpenPayload).
 func Open(dir string, opts Options) (*Store, error) {
 	// An absolute path keeps payload opens working if the process changes
 	// directory later (libfuse's daemon setup may chdir to /).
