@@ -124,8 +124,10 @@ func runPublish(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !published {
+	if !published && g.State == store.Published {
 		fmt.Fprintf(stdout, "capture already published as %s\n", g.ID)
+	} else if !published {
+		fmt.Fprintf(stdout, "capture already published as %s (%s; lift it, or publish --duplicate)\n", g.ID, g.State)
 	}
 	fmt.Fprintf(stdout, "key %s\n%s\n", g.KeyID, g.ID)
 	return st.Close()

@@ -13,7 +13,8 @@ import (
 
 // TestPublishTwice publishes the sample capture again: publish says it is
 // already published as g000001, prints that ID last, and the store keeps
-// one payload directory; --duplicate makes the second copy g000002.
+// one payload directory; after a tombstone it says the copy is
+// tombstoned; --duplicate makes the second copy g000002.
 func TestPublishTwice(t *testing.T) {
 	s := newSession(t, "--memory", "16MiB")
 	if gen := s.publish(t); gen != "g000001" {
@@ -26,6 +27,14 @@ func TestPublishTwice(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Join(s.store, "payload"))
 	if err != nil || len(entries) != 1 {
 		t.Errorf("payload/ holds %v (%v) after publishing the same capture twice, want only g000001", entries, err)
+	}
+	// A tombstoned copy still counts; the message says so.
+	d := harness.StartMount(t, s.store, s.mnt)
+	harness.MustTool(t, "mv", s.path("generations", "g000001"), s.path("tombstones")+"/")
+	d.Stop()
+	out = harness.Lines(harness.Run(t, "publish", s.store, s.capture, "--class", s.class))
+	if len(out) == 0 || out[0] != "capture already published as g000001 (tombstoned; lift it, or publish --duplicate)" || out[len(out)-1] != "g000001" {
+		t.Errorf("publish of a capture identical to tombstoned g000001 printed %q", out)
 	}
 	out = harness.Lines(harness.Run(t, "publish", "--duplicate", s.store, s.capture, "--class", s.class))
 	if len(out) == 0 || out[len(out)-1] != "g000002" || strings.Contains(strings.Join(out, "\n"), "already published") {
