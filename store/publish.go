@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -281,116 +279,3 @@ func hashZeros(h hash.Hash, n int64) {
 // fail point publish-copied-<artifact> is. Only this package's tests set
 // it, to change a capture at a known moment of its copy.
 var afterCopyHook func(artifact string)
-
-// fileStamp is what publication compares before and after reading an
-// artifact: a writer that changes the file moves at least one of these.
-type fileStamp struct {
-	Size         int64
-	Mtime, Ctime time.Time
-}
-
-// change describes how b differs from a, or returns "".
-func (a fileStamp) change(b fileStamp) string {
-	var d []string
-	if a.Size != b.Size {
-		d = append(d, fmt.Sprintf("size %d, then %d", a.Size, b.Size))
-	}
-	if !a.Mtime.Equal(b.Mtime) {
-		d = append(d, fmt.Sprintf("mtime %s, then %s", a.Mtime.UTC().Format(time.RFC3339Nano), b.Mtime.UTC().Format(time.RFC3339Nano)))
-	}
-	if !a.Ctime.Equal(b.Ctime) {
-		d = append(d, fmt.Sprintf("ctime %s, then %s", a.Ctime.UTC().Format(time.RFC3339Nano), b.Ctime.UTC().Format(time.RFC3339Nano)))
-	}
-	return strings.Join(d, "; ")
-}
-
-// captureStamps returns the stamp of every file of c, in c.Files order.
-func captureStamps(c *manifest.Capture) ([]fileStamp, error) {
-	out := make([]fileStamp, len(c.Files))
-	for i, f := range c.Files {
-		st, err := stampOf(f.File)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = st
-	}
-	return out, nil
-}
-
-// checkUnchanged returns ErrCaptureChanged naming the first file of c
-// whose stamp differs from before, and what changed.
-func checkUnchanged(c *manifest.Capture, before []fileStamp) error {
-	after, err := captureStamps(c)
-	if err != nil {
-		return err
-	}
-	for i, f := range c.Files {
-		if what := before[i].change(after[i]); what != "" {
-			return fmt.Errorf("%w: %s: %s", ErrCaptureChanged, f.Name, what)
-		}
-	}
-	return nil
-}
-
-// identicalGeneration returns a generation of keyID, not retiring, whose
-// artifacts have the names, sizes and digests of c's, if there is one.
-// Candidates must match c's names, sizes and manifest.bin digest; only if
-// one does are c's other artifacts hashed, and checked unchanged since
-// before.
-func (s *Store) identicalGeneration(keyID string, c *manifest.Capture, manifestDigest string, before []fileStamp) (Generation, bool, error) {
-	var candidates []Generation
-	err := s.db.View(func(tx *bolt.Tx) error {
-		kg := tx.Bucket(bucketKeyGenerations).Bucket([]byte(keyID))
-		if kg == nil {
-			return nil
-		}
-		return kg.ForEach(func(k, _ []byte) error {
-			g, err := getGeneration(tx, GenerationID(binary.BigEndian.Uint64(k)))
-			if err != nil {
-				return err
-			}
-			if g.State != Retiring && sameShape(g, c, manifestDigest) {
-				candidates = append(candidates, g)
-			}
-			return nil
-		})
-	})
-	if err != nil || len(candidates) == 0 {
-		return Generation{}, false, err
-	}
-	digests := map[string]string{manifest.ManifestFileName: manifestDigest}
-	for _, f := range c.Files[1:] {
-		h := sha256.New()
-		if err := copySparse(nil, f.File, f.Size, h); err != nil {
-			return Generation{}, false, fmt.Errorf("%s: %w", f.Name, err)
-		}
-		digests[f.Name] = hex.EncodeToString(h.Sum(nil))
-	}
-	if err := checkUnchanged(c, before); err != nil {
-		return Generation{}, false, err
-	}
-	for _, g := range candidates {
-		same := true
-		for _, a := range g.Artifacts {
-			same = same && digests[a.Name] == a.SHA256
-		}
-		if same {
-			return g, true, nil
-		}
-	}
-	return Generation{}, false, nil
-}
-
-// sameShape reports whether g has exactly c's artifact names and sizes,
-// in order, and manifest.bin with digest manifestDigest.
-func sameShape(g Generation, c *manifest.Capture, manifestDigest string) bool {
-	if len(g.Artifacts) != len(c.Files) {
-		return false
-	}
-	for i, a := range g.Artifacts {
-		if a.Name != c.Files[i].Name || a.Size != c.Files[i].Size {
-			return false
-		}
-	}
-	return g.Artifacts[0].Name == manifest.ManifestFileName && g.Artifacts[0].SHA256 == manifestDigest
-}
