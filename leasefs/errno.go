@@ -119,6 +119,7 @@ var errnoTable = []ErrnoRow{
 	{store.ErrProcessAlive, "store.ErrProcessAlive", EBUSY, "removing a lease whose bound process is still running; the lease stays"},
 	{store.ErrProcessUninspectable, "store.ErrProcessUninspectable", EPERM, "removing, binding or killing a lease whose process exists but cannot be inspected (for example /proc with hidepid); nothing changes"},
 	{ErrRetirementPending, "leasefs.ErrRetirementPending", EBUSY, "`rmdir retiring/<gen>`: the generation is already retiring and leaves when its last lease is released"},
+	{store.ErrUnsafePath, "store.ErrUnsafePath", EIO, "open or stat of a payload file with more than one hard link (another name could change it; `fsck` reports `artifact-links`) or reached through a symbolic link swapped into the store; the log names the file"},
 	{store.ErrInvalidSettings, "store.ErrInvalidSettings", EIO, "creating a lease while the store's settings row is malformed or names an unknown field (a newer build's policy is never loosened)"},
 	{ErrExist, "leasefs.ErrExist", EEXIST, "O_EXCL create of an existing lease or file; mkdir, mknod, symlink or link of an existing name"},
 	{ErrReadOnly, "leasefs.ErrReadOnly", EROFS, "write-open, truncate, chmod, chown, utimes or xattr change of a payload, rendered file or fixed directory"},

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,6 +86,28 @@ func TestIndexFile(t *testing.T) {
 	defer st.Close()
 	if l, err := st.Lease("c9"); err != nil || l.Generation != fx.gens[3].ID {
 		t.Errorf("restored lease c9: %+v, %v; want on %s", l, err, fx.gens[3].ID)
+	}
+
+	// The restored store is a new store that remembers its source.
+	source, err := fx.st.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, err := New(st, Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err = restored.Walk("store")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := restored.Open(n, OpenFlags{}, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(h.Data)
+	if strings.Contains(text, "store_id: "+source.StoreID+"\n") || !strings.Contains(text, "restored_from: "+source.StoreID+"\n") {
+		t.Errorf("restored store's store file, source %s:\n%s\nwant a new store_id and restored_from: %s", source.StoreID, text, source.StoreID)
 	}
 }
 

@@ -66,6 +66,10 @@ func (f *FS) renderStore() ([]byte, error) {
 	}
 	var w kv
 	w.line("store_id", info.StoreID)
+	if info.RestoredFrom == "" {
+		info.RestoredFrom = "none"
+	}
+	w.line("restored_from", info.RestoredFrom)
 	w.line("schema_identity", info.SchemaIdentity)
 	w.line("schema_version", info.SchemaVersion)
 	w.line("created_at", info.CreatedAt)

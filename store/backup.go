@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -56,7 +58,9 @@ type BackupSource func(g Generation, a Artifact) (*os.File, error)
 
 // Restore builds the store dir from a backup: index is a snapshot of an
 // index (SnapshotIndex, as MNT/store.db), open gives each artifact's
-// backed-up copy. Every artifact of every generation is copied sparsely
+// backed-up copy. The restored store gets a new random store ID and
+// records the backup's as meta/restored_from (Info.RestoredFrom): it is a
+// new store, whose leases and generations start as the backup's. Every artifact of every generation is copied sparsely
 // into payload/<gen>/ and its size and SHA-256 checked against the
 // generation record; every file and directory is fsynced. The store is
 // built in a sibling directory and renamed to dir only when complete, so a
@@ -88,7 +92,7 @@ func Restore(dir, index string, open BackupSource) (err error) {
 	if err := copyIndex(filepath.Join(tmp, IndexFile), index); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	gens, err := backupGenerations(filepath.Join(tmp, IndexFile))
+	gens, err := adoptIndex(filepath.Join(tmp, IndexFile))
 	if err != nil {
 		return fmt.Errorf("restore from %s: %w", index, err)
 	}
@@ -130,17 +134,29 @@ func copyIndex(dst, src string) error {
 	return out.Close()
 }
 
-// backupGenerations checks the schema of the index at path and returns
-// every generation record in it.
-func backupGenerations(path string) ([]Generation, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+// adoptIndex checks the schema of the restored index at path, gives it a
+// new store ID with the backup's recorded as meta/restored_from (one
+// committed, fsynced transaction) and returns every generation record.
+func adoptIndex(path string) ([]Generation, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("open index %s: %w", path, err)
 	}
 	defer db.Close()
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("store ID: %w", err)
+	}
 	var gens []Generation
-	err = db.View(func(tx *bolt.Tx) error {
+	err = db.Update(func(tx *bolt.Tx) error {
 		if err := checkSchema(tx); err != nil {
+			return err
+		}
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Put(keyRestoredFrom, bytes.Clone(meta.Get(keyStoreID))); err != nil {
+			return err
+		}
+		if err := meta.Put(keyStoreID, id[:]); err != nil {
 			return err
 		}
 		b := tx.Bucket(bucketGenerations)
@@ -153,6 +169,9 @@ func backupGenerations(path string) ([]Generation, error) {
 			return nil
 		})
 	})
+	if cerr := db.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close index %s: %w", path, cerr)
+	}
 	return gens, err
 }
 

@@ -34,6 +34,7 @@ const (
 	ProblemPayloadMissing     = "payload-missing"          // a generation has no payload directory
 	ProblemArtifactMissing    = "artifact-missing"         // a recorded artifact is not a regular file in the payload directory
 	ProblemArtifactSize       = "artifact-size"            // an artifact's size differs from the record
+	ProblemArtifactLinks      = "artifact-links"           // an artifact has more than one hard link: another name can change it
 	ProblemArtifactDigest     = "artifact-digest"          // an artifact's SHA-256 differs from the record (CheckOptions.Digests)
 	ProblemArtifactUnexpected = "artifact-unexpected"      // a payload directory holds an entry the record does not list
 	ProblemPayloadOrphaned    = "payload-orphaned"         // a payload directory without a generation record

@@ -59,7 +59,6 @@ func (s *Store) abandoned(sub, name string) (bool, error) {
 // digestJob is one artifact whose SHA-256 Check recomputes.
 type digestJob struct {
 	gen  GenerationID
-	path string
 	want Artifact
 }
 
@@ -78,7 +77,7 @@ func (s *Store) checkPayloads(c *checker, gens []Generation) ([]digestJob, error
 	var jobs []digestJob
 	for _, g := range gens {
 		delete(unclaimed, g.ID.String())
-		if jobs, err = c.artifacts(s.dir, g, jobs); err != nil {
+		if jobs, err = c.artifacts(s, g, jobs); err != nil {
 			return nil, err
 		}
 	}
@@ -103,12 +102,16 @@ func (s *Store) checkPayloads(c *checker, gens []Generation) ([]digestJob, error
 // generation was retired meanwhile is skipped.
 func (s *Store) checkDigests(c *checker, jobs []digestJob) error {
 	for _, j := range jobs {
-		sum, err := fileSHA256(j.path)
+		sum, err := s.payloadSHA256(j.gen, j.want.Name)
 		if errors.Is(err, os.ErrNotExist) {
 			if _, gerr := s.Generation(j.gen); errors.Is(gerr, ErrNotFound) {
 				continue
 			}
 			c.add(ProblemArtifactMissing, "generation "+j.gen.String(), "%s: no such file", j.want.Name)
+			continue
+		}
+		if errors.Is(err, ErrUnsafePath) { // linked since artifacts looked
+			c.add(ProblemArtifactLinks, "generation "+j.gen.String(), "%v", err)
 			continue
 		}
 		if err != nil {
@@ -144,13 +147,13 @@ func (s *Store) checkLeftover(c *checker, name string, candidate bool, sub, kind
 	return nil
 }
 
-// artifacts checks that payload/<gen>/ of the store in root holds exactly
-// g's artifacts, as regular files of the recorded sizes, and appends
-// those that passed to jobs.
-func (c *checker) artifacts(root string, g Generation, jobs []digestJob) ([]digestJob, error) {
+// artifacts checks that payload/<gen>/ of store s holds exactly g's
+// artifacts, as regular files of the recorded sizes with one hard link
+// each, and appends those that passed to jobs.
+func (c *checker) artifacts(s *Store, g Generation, jobs []digestJob) ([]digestJob, error) {
 	subject := "generation " + g.ID.String()
 	rel := PayloadDir + "/" + g.ID.String()
-	dir := filepath.Join(root, rel)
+	dir := filepath.Join(s.dir, rel)
 	fi, err := os.Lstat(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -180,7 +183,16 @@ func (c *checker) artifacts(root string, g Generation, jobs []digestJob) ([]dige
 			c.add(ProblemArtifactSize, subject, "%s is %d bytes, the record says %d", a.Name, fi.Size(), a.Size)
 			continue
 		}
-		jobs = append(jobs, digestJob{gen: g.ID, path: p, want: a})
+		f, err := s.openPayloadFile(g.ID, a.Name)
+		switch {
+		case errors.Is(err, ErrUnsafePath): // hard links (a symlink swapped in since Lstat: the detail says so)
+			c.add(ProblemArtifactLinks, subject, "%v", err)
+			continue
+		case err != nil:
+			return nil, err
+		}
+		f.Close()
+		jobs = append(jobs, digestJob{gen: g.ID, want: a})
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -205,17 +217,17 @@ func (c *checker) artifacts(root string, g Generation, jobs []digestJob) ([]dige
 	return jobs, nil
 }
 
-// fileSHA256 returns the lowercase hex SHA-256 of the file at path,
-// opened without following a final symbolic link (openNoFollow).
-func fileSHA256(path string) (string, error) {
-	f, err := openNoFollow(path)
+// payloadSHA256 returns the lowercase hex SHA-256 of artifact name of
+// generation gen, opened as OpenPayload opens it (openPayloadFile).
+func (s *Store) payloadSHA256(gen GenerationID, name string) (string, error) {
+	f, err := s.openPayloadFile(gen, name)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.CopyBuffer(h, f, make([]byte, copyBlock)); err != nil {
-		return "", fmt.Errorf("read %s: %w", path, err)
+		return "", fmt.Errorf("read %s: %w", f.Name(), err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

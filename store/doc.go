@@ -8,15 +8,19 @@
 // unexported functions in its own files, as bbolt does (bolt_unix.go,
 // bolt_windows.go), plus the Processes implementation and ReadHostFacts:
 //
-//   - safety_unix.go, safety_windows.go: mkdirPrivate, checkPrivate and
-//     checkTree. On Unix every path in the store is owned by the effective
-//     uid, not writable by group or others, and no symbolic link. On
+//   - safety_unix.go, safety_windows.go: mkdirPrivate, checkPrivate,
+//     checkTree and checkParents. On Unix every path in the store is owned
+//     by the effective uid, not writable by group or others, and no
+//     symbolic link, and no directory above it lets another user replace
+//     it (Windows does not check the parents). On
 //     Windows every path's owner is the current user, its DACL grants
 //     write access to nobody else (checkDACL in dacl.go decides, and
 //     allows SYSTEM and Administrators), and no path is a reparse point.
 //   - platform_unix.go, platform_linux.go, platform_windows.go: syncDir,
-//     renameNoReplace, openNoFollow, nextExtent, the lock file's owner pid
-//     and killSelf for fail points. Linux fsyncs directories, renames
+//     renameNoReplace, openNoFollow, openBeneath (openat2 with
+//     RESOLVE_NO_SYMLINKS|RESOLVE_BENEATH on Linux), openDir, linkCount,
+//     stampOf, nextExtent, the lock file's owner pid and killSelf for fail
+//     points. Linux fsyncs directories, renames
 //     with RENAME_NOREPLACE and copies sparse files by extent; Windows
 //     flushes files with FlushFileBuffers, renames with MoveFileEx and
 //     MOVEFILE_WRITE_THROUGH, does not flush directories (syncDir says

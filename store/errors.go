@@ -23,7 +23,10 @@ var (
 	ErrSchemaTooNew = errors.New("store schema is newer than this build")
 	// ErrUnsafePath is returned by Init and Open when a path in the store is
 	// a symbolic link, is owned by another user, or is group- or
-	// world-writable. The message names the path.
+	// world-writable, or a directory above the store lets another user
+	// replace it; and by OpenPayload for a payload file with more than one
+	// hard link or reached through a symbolic link. The message names the
+	// path (and a mode as ls prints it).
 	ErrUnsafePath = errors.New("unsafe store path")
 	// ErrExists is returned by Init when the directory already holds a store
 	// or other files.
@@ -49,6 +52,13 @@ var (
 	// manifest is refused; the wrapped chain carries the manifest package's
 	// sentinel (for example manifest.ErrUnexpectedArtifact).
 	ErrCapture = errors.New("capture refused")
+	// ErrCaptureChanged is returned by Publish and PublishIfNew when an
+	// artifact's size, mtime or ctime changed while the capture was read,
+	// or the copied manifest.bin differs from the one validated: a writer
+	// was at work, and the copy could mix old and new bytes. The message
+	// names the artifact and what changed. No generation is made; the
+	// reserved ID, if any, stays burned.
+	ErrCaptureChanged = errors.New("capture changed while it was read")
 )
 
 // Errors returned by lookups, leases and tombstones.

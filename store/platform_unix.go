@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -69,3 +70,32 @@ func readLockOwner(path string) string {
 // killSelf sends this process SIGKILL. Delivery is not synchronous: the
 // caller must not go on.
 func killSelf() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+
+// stampOf returns f's size, mtime and ctime (fstat). A write, truncate,
+// chmod or utimes through any name or handle moves the ctime.
+func stampOf(f *os.File) (fileStamp, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fileStamp{}, &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
+	}
+	return fileStamp{
+		Size:  st.Size,
+		Mtime: time.Unix(st.Mtim.Unix()),
+		Ctime: time.Unix(st.Ctim.Unix()),
+	}, nil
+}
+
+// openDir opens the store directory itself, refusing a symbolic link
+// (O_NOFOLLOW) and anything but a directory (O_DIRECTORY).
+func openDir(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+}
+
+// linkCount returns the number of hard links of f (fstat st_nlink).
+func linkCount(f *os.File) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return 0, &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
+	}
+	return uint64(st.Nlink), nil
+}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
+	"time"
+	"unsafe"
 
 	"golang.org/x/sys/windows"
 )
@@ -114,3 +117,52 @@ const killedExitCode = 137
 
 // killSelf terminates this process at once.
 func killSelf() { windows.TerminateProcess(windows.CurrentProcess(), killedExitCode) }
+
+// fileBasicInfo is FILE_BASIC_INFO: times in 100 ns units since 1601.
+type fileBasicInfo struct {
+	CreationTime, LastAccessTime, LastWriteTime, ChangeTime int64
+	FileAttributes                                          uint32
+	_                                                       uint32
+}
+
+// stampOf returns f's size, last write time (as mtime) and change time
+// (as ctime, from FILE_BASIC_INFO), the NTFS counterparts of fstat's.
+func stampOf(f *os.File) (fileStamp, error) {
+	var bi fileBasicInfo
+	if err := windows.GetFileInformationByHandleEx(windows.Handle(f.Fd()), windows.FileBasicInfo,
+		(*byte)(unsafe.Pointer(&bi)), uint32(unsafe.Sizeof(bi))); err != nil {
+		return fileStamp{}, &fs.PathError{Op: "stat", Path: f.Name(), Err: err}
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fileStamp{}, err
+	}
+	ft := func(t int64) time.Time {
+		w := windows.Filetime{LowDateTime: uint32(t), HighDateTime: uint32(t >> 32)}
+		return time.Unix(0, w.Nanoseconds())
+	}
+	return fileStamp{Size: fi.Size(), Mtime: ft(bi.LastWriteTime), Ctime: ft(bi.ChangeTime)}, nil
+}
+
+// openBeneath opens rel, a slash-separated path below the directory dir,
+// read-only with openNoFollow: a reparse point as the last component is
+// refused. Windows has no openat2; the directories on the way were checked
+// to be no reparse points by Open (checkTree), which is the behaviour
+// Windows had before openBeneath.
+func openBeneath(dir *os.File, rel string) (*os.File, error) {
+	return openNoFollow(filepath.Join(dir.Name(), filepath.FromSlash(rel)))
+}
+
+// openDir opens the store directory itself (os.Open opens directories
+// with FILE_FLAG_BACKUP_SEMANTICS); checkTree has refused a reparse point.
+func openDir(path string) (*os.File, error) { return os.Open(path) }
+
+// linkCount returns the number of hard links of f (NumberOfLinks of
+// GetFileInformationByHandle).
+func linkCount(f *os.File) (uint64, error) {
+	var info windows.ByHandleFileInformation
+	if err := windows.GetFileInformationByHandle(windows.Handle(f.Fd()), &info); err != nil {
+		return 0, &fs.PathError{Op: "stat", Path: f.Name(), Err: err}
+	}
+	return uint64(info.NumberOfLinks), nil
+}

@@ -19,38 +19,81 @@ import (
 )
 
 // Publish turns the capture in captureDir into a new generation under the
-// compatibility key derived from class and the capture's manifest. The
-// procedure follows openvmm-snapshot-format.md §6, with the bbolt commit as
-// the last step:
+// compatibility key derived from class and the capture's manifest, also
+// when a generation of that key already holds identical artifacts (see
+// PublishIfNew). The procedure follows openvmm-snapshot-format.md §6,
+// with the bbolt commit as the last step:
 //
 //  1. open and validate the capture (manifest.OpenCapture): bounded
-//     manifest, exact entry set, sizes equal to the manifest's;
+//     manifest, exact entry set, sizes equal to the manifest's; record
+//     each artifact's size, mtime and ctime (stampOf);
 //  2. reserve the publication ID in its own committed transaction, so an ID
 //     is never handed out twice even if this call dies;
 //  3. copy every artifact into staging/<gen>/, writing only data extents
 //     (holes stay holes on Linux; Windows copies are dense, §1) while
 //     computing SHA-256; fsync each file (FlushFileBuffers on Windows)
 //     and the directory;
-//  4. rename staging/<gen> to payload/<gen> without replacing (Linux
+//  4. refuse with ErrCaptureChanged if any artifact's size, mtime or
+//     ctime now differs from step 1, or the copied manifest.bin from the
+//     bytes validated in step 1: a writer was at work and the copy may be
+//     torn;
+//  5. rename staging/<gen> to payload/<gen> without replacing (Linux
 //     RENAME_NOREPLACE, Windows MoveFileEx with MOVEFILE_WRITE_THROUGH)
 //     and fsync both parents (syncDir);
-//  5. commit the generation record, its key and index rows in one
+//  6. commit the generation record, its key and index rows in one
 //     transaction.
 //
-// A crash before step 5 leaves no record; Open removes the leftovers. It
+// A failure after step 2 removes staging/<gen> and leaves the ID burned; a
+// crash before step 6 leaves no record and Open removes the leftovers. It
 // returns ErrCapture (wrapping the manifest package's sentinel) for a
-// refused capture, and the templatekey error for a refused class.
+// refused capture, ErrCaptureChanged, and the templatekey error for a
+// refused class.
 func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation, error) {
+	g, _, err := s.publish(captureDir, class, true)
+	return g, err
+}
+
+// PublishIfNew is Publish, except for a capture identical to a generation
+// already in the store: same key, and the same artifact names, sizes and
+// SHA-256 digests. Then it copies nothing, reserves no ID, and returns that
+// generation with published false. Retiring generations do not count:
+// they are on their way out. A generation whose manifest.bin digest
+// differs is ruled out from the manifest bytes already read, so only a
+// real candidate makes the capture's other artifacts be read a second time
+// (to hash them, before any copy). Errors are Publish's; a capture that
+// changes while it is hashed is refused with ErrCaptureChanged.
+func (s *Store) PublishIfNew(captureDir string, class *templatekey.Class) (g Generation, published bool, err error) {
+	return s.publish(captureDir, class, false)
+}
+
+// publish is Publish (duplicate true) and PublishIfNew (false).
+func (s *Store) publish(captureDir string, class *templatekey.Class, duplicate bool) (Generation, bool, error) {
 	c, err := manifest.OpenCapture(captureDir)
 	if err != nil {
-		return Generation{}, fmt.Errorf("publish %s: %w: %w", captureDir, ErrCapture, err)
+		return Generation{}, false, fmt.Errorf("publish %s: %w: %w", captureDir, ErrCapture, err)
 	}
 	defer c.Close()
 	key, err := templatekey.New(class, c.Manifest)
 	if err != nil {
-		return Generation{}, fmt.Errorf("publish %s: %w", captureDir, err)
+		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
 	}
 	keyID := key.ID()
+	before, err := captureStamps(c)
+	if err != nil {
+		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
+	}
+	sum := sha256.Sum256(c.ManifestBytes)
+	manifestDigest := hex.EncodeToString(sum[:])
+	if !duplicate {
+		g, found, err := s.identicalGeneration(keyID, c, manifestDigest, before)
+		if err != nil {
+			return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
+		}
+		if found {
+			s.log.Info("capture already published", "generation", g.ID.String(), "key", keyID, "capture", captureDir)
+			return g, false, nil
+		}
+	}
 
 	var id GenerationID
 	if err := s.db.Update(func(tx *bolt.Tx) error {
@@ -58,7 +101,7 @@ func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation
 		id = GenerationID(n)
 		return err
 	}); err != nil {
-		return Generation{}, fmt.Errorf("publish %s: reserve publication ID: %w", captureDir, err)
+		return Generation{}, false, fmt.Errorf("publish %s: reserve publication ID: %w", captureDir, err)
 	}
 	s.beginPublication(id)
 	defer s.endPublication(id)
@@ -74,7 +117,7 @@ func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation
 	}
 	staging := filepath.Join(s.dir, StagingDir, id.String())
 	if err := os.Mkdir(staging, 0o700); err != nil {
-		return Generation{}, fmt.Errorf("publish %s: %w", captureDir, err)
+		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
 	}
 	committed := false
 	defer func() {
@@ -85,22 +128,31 @@ func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation
 	for _, f := range c.Files {
 		digest, err := copyArtifact(filepath.Join(staging, f.Name), f.File, f.Size)
 		if err != nil {
-			return Generation{}, fmt.Errorf("publish %s: %s: %w", captureDir, f.Name, err)
+			return Generation{}, false, fmt.Errorf("publish %s: %s: %w", captureDir, f.Name, err)
+		}
+		if f.Name == manifest.ManifestFileName && digest != manifestDigest {
+			return Generation{}, false, fmt.Errorf("publish %s: %w: %s: the copy differs from the bytes validated", captureDir, ErrCaptureChanged, f.Name)
 		}
 		g.Artifacts = append(g.Artifacts, Artifact{Name: f.Name, Size: f.Size, SHA256: digest})
 		failpoint("publish-copied-" + f.Name)
+		if afterCopyHook != nil {
+			afterCopyHook(f.Name)
+		}
+	}
+	if err := checkUnchanged(c, before); err != nil {
+		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
 	}
 	if err := syncDir(staging); err != nil {
-		return Generation{}, fmt.Errorf("publish %s: %w", captureDir, err)
+		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
 	}
 	final := filepath.Join(s.dir, PayloadDir, id.String())
 	if err := renameNoReplace(staging, final); err != nil {
-		return Generation{}, fmt.Errorf("publish %s: rename %s to %s: %w", captureDir, staging, final, err)
+		return Generation{}, false, fmt.Errorf("publish %s: rename %s to %s: %w", captureDir, staging, final, err)
 	}
 	committed = true // staging is gone; a failure below leaves an orphan that Open removes
 	for _, d := range []string{filepath.Join(s.dir, StagingDir), filepath.Join(s.dir, PayloadDir)} {
 		if err := syncDir(d); err != nil {
-			return Generation{}, fmt.Errorf("publish %s: %w", captureDir, err)
+			return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
 		}
 	}
 	failpoint("publish-renamed")
@@ -128,10 +180,10 @@ func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation
 		return putJSON(tx.Bucket(bucketGenerations), genKey(id), g)
 	})
 	if err != nil {
-		return Generation{}, fmt.Errorf("publish %s: commit generation %s: %w", captureDir, id, err)
+		return Generation{}, false, fmt.Errorf("publish %s: commit generation %s: %w", captureDir, id, err)
 	}
 	s.log.Info("published generation", "generation", id.String(), "key", keyID, "capture", captureDir)
-	return g, nil
+	return g, true, nil
 }
 
 // captureTime is the capture's own clock: the v6 time contract's UTC
@@ -181,9 +233,14 @@ const copyBlock = 1 << 20
 
 var zeroBlock = make([]byte, copyBlock)
 
+// copySparse copies the first size bytes of src to out by data extent,
+// writing only blocks that are not all zero, and feeds every byte to h. A
+// nil out only hashes.
 func copySparse(out, src *os.File, size int64, h hash.Hash) error {
-	if err := out.Truncate(size); err != nil {
-		return err
+	if out != nil {
+		if err := out.Truncate(size); err != nil {
+			return err
+		}
 	}
 	buf := make([]byte, copyBlock)
 	for off := int64(0); off < size; {
@@ -198,7 +255,7 @@ func copySparse(out, src *os.File, size int64, h hash.Hash) error {
 				return err
 			}
 			h.Write(buf[:n])
-			if !bytes.Equal(buf[:n], zeroBlock[:n]) {
+			if out != nil && !bytes.Equal(buf[:n], zeroBlock[:n]) {
 				if _, err := out.WriteAt(buf[:n], p); err != nil {
 					return err
 				}
@@ -217,3 +274,8 @@ func hashZeros(h hash.Hash, n int64) {
 		n -= k
 	}
 }
+
+// afterCopyHook, when set, runs after each artifact is copied, where the
+// fail point publish-copied-<artifact> is. Only this package's tests set
+// it, to change a capture at a known moment of its copy.
+var afterCopyHook func(artifact string)

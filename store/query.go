@@ -2,9 +2,9 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -161,11 +161,13 @@ func (s *Store) GenerationLeases(gen GenerationID) ([]Lease, error) {
 	return out, err
 }
 
-// OpenPayload opens artifact name of generation gen read-only, refusing a
-// symbolic link (Linux O_NOFOLLOW: ELOOP) or any reparse point (Windows:
-// ErrUnsafePath).
-// The caller closes the file. Errors: ErrNotFound for an unknown generation
-// or artifact; the open error otherwise.
+// OpenPayload opens artifact name of generation gen read-only, relative to
+// the store's directory handle without following a symbolic link anywhere
+// on the way (Linux openat2 RESOLVE_NO_SYMLINKS|RESOLVE_BENEATH: ELOOP;
+// Windows refuses a reparse point as the last component with
+// ErrUnsafePath), and refuses a file with more than one hard link
+// (ErrUnsafePath, also logged at error level). The caller closes the file. Errors: ErrNotFound for an
+// unknown generation or artifact; the open error otherwise.
 func (s *Store) OpenPayload(gen GenerationID, name string) (*os.File, error) {
 	g, err := s.Generation(gen)
 	if err != nil {
@@ -174,5 +176,9 @@ func (s *Store) OpenPayload(gen GenerationID, name string) (*os.File, error) {
 	if _, ok := g.Artifact(name); !ok {
 		return nil, fmt.Errorf("generation %s has no artifact %q: %w", gen, name, ErrNotFound)
 	}
-	return openNoFollow(filepath.Join(s.dir, PayloadDir, gen.String(), name))
+	f, err := s.openPayloadFile(gen, name)
+	if errors.Is(err, ErrUnsafePath) {
+		s.log.Error("refusing unsafe payload file", "generation", gen.String(), "artifact", name, "err", err.Error())
+	}
+	return f, err
 }

@@ -115,7 +115,8 @@ type Lease struct {
 
 // Info summarises a store for MNT/store.
 type Info struct {
-	StoreID        string    // 16 random bytes made at Init, lowercase hex
+	StoreID        string    // 16 random bytes made at Init (new ones at Restore), lowercase hex
+	RestoredFrom   string    // the store ID of the backup Restore built this store from, lowercase hex; "" if made by Init
 	SchemaIdentity string    // SchemaIdentity
 	SchemaVersion  uint32    // SchemaVersion
 	CreatedAt      time.Time // when Init ran

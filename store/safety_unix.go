@@ -39,7 +39,7 @@ func checkInfo(path string, fi fs.FileInfo, uid int) error {
 		return fmt.Errorf("%s is owned by uid %d, want %d: %w", path, st.Uid, uid, ErrUnsafePath)
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("%s has mode %v, writable by group or others: %w", path, fi.Mode().Perm(), ErrUnsafePath)
+		return fmt.Errorf("%s has mode %s, writable by group or others: %w", path, modeString(fi.Mode()), ErrUnsafePath)
 	}
 	return nil
 }
@@ -58,4 +58,103 @@ func checkTree(dir string) error {
 		}
 		return checkInfo(path, fi, uid)
 	})
+}
+
+// checkParents resolves the symbolic links in the directories above dir
+// (an absolute path) and returns dir below the resolved parent, after
+// checking that no user other than uid and root can replace any component
+// on the way: every directory from / down to dir's parent must be owned by
+// root or uid, and may be writable by group or others only if it is sticky
+// and the component below it is owned by uid or root, as /tmp/<yours> is
+// (in a sticky directory only an entry's owner may rename or remove it).
+// It returns ErrUnsafePath naming the directory, its mode as ls shows it
+// and the owner at fault. dir itself is checkTree's.
+func checkParents(dir string, uid int) (string, error) {
+	parent, err := filepath.EvalSymlinks(filepath.Dir(dir))
+	if err != nil {
+		return "", err
+	}
+	dir = filepath.Join(parent, filepath.Base(dir))
+	chain := []string{dir} // dir, its parent, ..., /
+	for p := dir; filepath.Dir(p) != p; p = filepath.Dir(p) {
+		chain = append(chain, filepath.Dir(p))
+	}
+	for i := len(chain) - 1; i > 0; i-- { // from / down
+		if err := checkParent(chain[i], chain[i-1], uid); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// checkParent checks directory dir, one of the store's ancestors, and the
+// next component child on the way down (checkParents).
+func checkParent(dir, child string, uid int) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("%s, above the store, is a %s, not a directory: %w", dir, modeString(fi.Mode()), ErrUnsafePath)
+	case !ok:
+		return fmt.Errorf("%s: no ownership information: %w", dir, ErrUnsafePath)
+	case st.Uid != 0 && int(st.Uid) != uid:
+		return fmt.Errorf("%s, above the store, is owned by uid %d, who can replace %s: %w", dir, st.Uid, child, ErrUnsafePath)
+	case fi.Mode().Perm()&0o022 == 0:
+		return nil
+	case fi.Mode()&fs.ModeSticky == 0:
+		return fmt.Errorf("%s, above the store, has mode %s: writable by group or others, who can replace %s: %w", dir, modeString(fi.Mode()), child, ErrUnsafePath)
+	}
+	cfi, err := os.Lstat(child)
+	if err != nil {
+		return err
+	}
+	if cst, ok := cfi.Sys().(*syscall.Stat_t); !ok || cst.Uid != 0 && int(cst.Uid) != uid {
+		return fmt.Errorf("%s, above the store, has mode %s (sticky, writable by others) and %s is not owned by uid %d or root, so its owner can replace it: %w",
+			dir, modeString(fi.Mode()), child, uid, ErrUnsafePath)
+	}
+	return nil
+}
+
+// modeString formats m as ls -l does: the file type letter ('d' for a
+// directory, '-' for a regular file), then the permission bits, with
+// setuid, setgid and sticky shown as s, S, t and T (fs.FileMode's String
+// writes the type and special bits as a prefix of letters instead).
+func modeString(m fs.FileMode) string {
+	b := []byte("-rwxrwxrwx")
+	switch {
+	case m.IsDir():
+		b[0] = 'd'
+	case m&fs.ModeSymlink != 0:
+		b[0] = 'l'
+	case m&fs.ModeNamedPipe != 0:
+		b[0] = 'p'
+	case m&fs.ModeSocket != 0:
+		b[0] = 's'
+	case m&fs.ModeCharDevice != 0:
+		b[0] = 'c'
+	case m&fs.ModeDevice != 0:
+		b[0] = 'b'
+	}
+	for i := range 9 {
+		if m&(1<<(8-i)) == 0 {
+			b[1+i] = '-'
+		}
+	}
+	for _, sp := range []struct {
+		bit fs.FileMode
+		pos int
+		on  byte
+	}{{fs.ModeSetuid, 3, 's'}, {fs.ModeSetgid, 6, 's'}, {fs.ModeSticky, 9, 't'}} {
+		if m&sp.bit != 0 {
+			if b[sp.pos] == 'x' {
+				b[sp.pos] = sp.on
+			} else {
+				b[sp.pos] = sp.on - 'a' + 'A'
+			}
+		}
+	}
+	return string(b)
 }

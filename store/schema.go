@@ -15,6 +15,7 @@ import (
 //	  version       <uint32 big-endian>          (SchemaVersion)
 //	  store_id      <16 random bytes>
 //	  created       <RFC 3339 UTC text>
+//	  restored_from <16 bytes>                   (optional: the store ID of the backup Restore built this store from)
 //	  settings      <JSON Settings>              (optional; absent = DefaultSettings)
 //	generations/    sequence = last publication ID handed out
 //	  <gen uint64 BE>  <JSON Generation>         (a retired generation's row is deleted)
@@ -43,6 +44,8 @@ var (
 	keyStoreID  = []byte("store_id")
 	keyCreated  = []byte("created")
 	keySettings = []byte("settings")
+
+	keyRestoredFrom = []byte("restored_from")
 )
 
 // SchemaIdentity names the index format; an index without it, or with

@@ -56,6 +56,7 @@ type Options struct {
 // and power loss. A call that returns an error leaves the index unchanged.
 type Store struct {
 	dir  string
+	root *os.File // dir itself, open from Open to Close: payloads are opened relative to it
 	db   *bolt.DB
 	lock *flock.Flock
 	log  *slog.Logger
@@ -80,12 +81,20 @@ type Store struct {
 // if missing, the payload and staging areas, and an index holding the
 // schema identity, version and a random 128-bit store ID. dir must be
 // missing or empty. It returns ErrExists if dir holds anything, and
-// ErrUnsafePath if dir is a symbolic link or is not private to the caller.
+// ErrUnsafePath if dir is a symbolic link or is not private to the caller,
+// or a directory above it lets another user replace it (checkParents).
 // The store starts with DefaultSettings (see InitWithSettings).
 func Init(dir string) error { return initStore(dir, nil) }
 
 // initStore is Init, also writing set into meta/settings when not nil.
 func initStore(dir string, set *Settings) error {
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		_, err = checkParents(abs, os.Geteuid())
+	}
+	if err != nil {
+		return fmt.Errorf("init store: %w", err)
+	}
 	if err := mkdirPrivate(dir); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("init store %s: %w", dir, err)
 	}
@@ -149,15 +158,20 @@ func initStore(dir string, set *Settings) error {
 }
 
 // Open opens the store in dir for exclusive use by this process. It
-// checks, in order: that every path in the store is private to the caller
-// and no symbolic link (ErrUnsafePath), that no other process holds the
+// checks, in order: that no other user can replace a directory on the way
+// to dir (checkParents: every ancestor owned by root or the caller, and
+// not writable by others unless sticky with the next component the
+// caller's or root's; symbolic links above dir are resolved and Dir
+// returns the resolved path), that every path in the store is private to
+// the caller and no symbolic link (ErrUnsafePath), that no other process holds the
 // lock (ErrStoreInUse, naming its pid), and that the index carries
 // SchemaIdentity and SchemaVersion (ErrNotStore, ErrSchemaUnknown,
 // ErrSchemaUnversioned, ErrSchemaTooOld, ErrSchemaTooNew, each naming what
 // was found) and valid settings (ErrInvalidSettings). It then removes
 // publication leftovers (everything in staging/ and payload directories
 // with no generation record) and finishes retirements a crash interrupted
-// (Retire), unless opts.NoRecover.
+// (Retire), unless opts.NoRecover. The store directory stays open until
+// Close; payload files are opened relative to it (OpenPayload).
 func Open(dir string, opts Options) (*Store, error) {
 	// An absolute path keeps payload opens working if the process changes
 	// directory later (libfuse's daemon setup may chdir to /).
@@ -179,6 +193,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if s.host == nil {
 		s.host = HostFunc(ReadHostFacts)
 	}
+	if dir, err = checkParents(dir, s.uid); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s.dir = dir
 	if err := checkTree(dir); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -207,6 +225,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", filepath.Join(dir, IndexFile), err)
 	}
 	s.commits = newGroupCommitter(s.db)
+	if s.root, err = openDir(dir); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	if err := s.db.View(func(tx *bolt.Tx) error {
 		if err := checkSchema(tx); err != nil {
 			return err
@@ -322,6 +344,11 @@ func (s *Store) Close() error {
 	if s.db != nil {
 		err = s.db.Close()
 	}
+	if s.root != nil {
+		if rerr := s.root.Close(); err == nil {
+			err = rerr
+		}
+	}
 	if s.lock != nil {
 		if lerr := s.lock.Close(); err == nil {
 			err = lerr
@@ -343,6 +370,7 @@ func (s *Store) Info() (Info, error) {
 	err := s.db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		info.StoreID = hex.EncodeToString(meta.Get(keyStoreID))
+		info.RestoredFrom = hex.EncodeToString(meta.Get(keyRestoredFrom))
 		info.SchemaIdentity = string(meta.Get(keyIdentity))
 		info.SchemaVersion = binary.BigEndian.Uint32(meta.Get(keyVersion))
 		info.CreatedAt, _ = time.Parse(time.RFC3339Nano, string(meta.Get(keyCreated)))

@@ -61,7 +61,10 @@ and its capture class to OUTDIR/class.json, for trying publish and mount.`,
 			about: `Publish the capture in CAPTURE_DIR (manifest.bin, state.bin, memory.bin,
 maybe scratch.img) into STORE as a new immutable generation under its
 compatibility key. Prints the key, then the new generation ID on the last
-line. A refused capture leaves the store as it was.`,
+line. A capture identical to a generation already in the store (same key,
+same artifact digests) is not copied again: publish prints that
+generation's ID instead, unless --duplicate. A refused capture (also one
+whose files change while publish reads them) leaves the store as it was.`,
 			example: "templatefs publish /srv/templates /tmp/cap/capture --class /tmp/cap/class.json",
 			run:     runPublish,
 		},

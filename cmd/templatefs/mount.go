@@ -64,6 +64,9 @@ func checkMountpoint(mnt, storeDir string) error {
 	if err != nil {
 		return err
 	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real // store.Open resolved storeDir's links too (a dead mount does not resolve)
+	}
 	if rel, err := filepath.Rel(storeDir, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return fmt.Errorf("mountpoint %s is inside the store %s: choose a directory outside it", mnt, storeDir)
 	}

@@ -39,6 +39,13 @@ func TestCheckMountpoint(t *testing.T) {
 		{filepath.Join(dir, "mnt"), ""},
 		{"/proc", "already has a file system mounted"},
 	}
+	// store.Open resolves links above the store; a mountpoint reached
+	// through one is still seen inside it.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	tests = append(tests, struct{ mnt, want string }{filepath.Join(link, "store", "payload"), "inside the store"})
 	for _, tt := range tests {
 		err := checkMountpoint(tt.mnt, storeDir)
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {

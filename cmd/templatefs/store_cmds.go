@@ -94,6 +94,7 @@ func writeSample(out string, version uint32, memory uint64, seed uint64) error {
 
 func runPublish(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	classPath := fl.String("class", "", "read the capture class from `CLASS_JSON`, a JSON file as sample-capture writes it")
+	duplicate := fl.Bool("duplicate", false, "publish a second copy of a capture identical to a generation already in the store")
 	pos, err := parseFlags(fl, args)
 	if err != nil {
 		return err
@@ -107,9 +108,20 @@ func runPublish(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	g, err := st.Publish(pos[1], class)
+	var g store.Generation
+	published := true
+	if *duplicate {
+		g, err = st.Publish(pos[1], class)
+	} else {
+		g, published, err = st.PublishIfNew(pos[1], class)
+	}
 	if err != nil {
 		return err
+	}
+	if !published && g.State == store.Published {
+		fmt.Fprintf(stdout, "capture already published as %s\n", g.ID)
+	} else if !published {
+		fmt.Fprintf(stdout, "capture already published as %s (%s; lift it, or publish --duplicate)\n", g.ID, g.State)
 	}
 	fmt.Fprintf(stdout, "key %s\n%s\n", g.KeyID, g.ID)
 	return st.Close()

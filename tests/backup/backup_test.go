@@ -257,6 +257,17 @@ func TestTarSparse(t *testing.T) {
 	if l, err := st.Lease("c2"); err != nil || l.Generation != e.gens[2].ID {
 		t.Errorf("restored lease c2 = %+v, %v", l, err)
 	}
+	// A new store that names its source: the store_id the backed-up
+	// MNT/store shows.
+	source, err := os.ReadFile(filepath.Join(tree, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info()
+	if err != nil || info.RestoredFrom == "" || info.StoreID == info.RestoredFrom ||
+		!strings.Contains(string(source), "store_id: "+info.RestoredFrom+"\n") {
+		t.Errorf("restored store ID %s, restored from %q (%v); want a new ID, restored from the backup's:\n%s", info.StoreID, info.RestoredFrom, err, source)
+	}
 	st.Close()
 
 	t.Run("damaged", func(t *testing.T) {

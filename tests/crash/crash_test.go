@@ -77,7 +77,7 @@ func write(text, path string) []string {
 func scenarios() []scenario {
 	publish := func(capture func(f *fixture) string) func(t *testing.T, f *fixture, fp string) {
 		return func(t *testing.T, f *fixture, fp string) {
-			f.cliArmed(t, fp, "publish", f.store, capture(f), "--class", f.class)
+			f.cliArmed(t, fp, "publish", "--duplicate", f.store, capture(f), "--class", f.class)
 		}
 	}
 	sampleCapture := func(f *fixture) string { return f.sample }

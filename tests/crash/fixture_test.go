@@ -106,7 +106,7 @@ func (f *fixture) cliArmed(t *testing.T, fp string, args ...string) {
 // publish publishes capture with the CLI and returns the generation ID.
 func (f *fixture) publish(t *testing.T, capture string) string {
 	t.Helper()
-	out := harness.Lines(harness.Run(t, "publish", f.store, capture, "--class", f.class))
+	out := harness.Lines(harness.Run(t, "publish", "--duplicate", f.store, capture, "--class", f.class))
 	gen := out[len(out)-1]
 	f.captures[gen] = capture
 	if key, ok := strings.CutPrefix(out[0], "key "); ok && capture == f.sample {
