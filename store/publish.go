@@ -23,8 +23,9 @@ import (
 // procedure follows openvmm-snapshot-format.md §6, with the bbolt commit as
 // the last step:
 //
-//  1. open and validate the capture (manifest.OpenCapture): bounded
-//     manifest, exact entry set, sizes equal to the manifest's;
+//  1. open and validate the capture against this host (openCapture):
+//     bounded manifest, exact entry set, sizes equal to the manifest's,
+//     calendar times not ahead of the host's clock, anchors that agree;
 //  2. reserve the publication ID in its own committed transaction, so an ID
 //     is never handed out twice even if this call dies;
 //  3. copy every artifact into staging/<gen>/, writing only data extents
@@ -41,9 +42,9 @@ import (
 // returns ErrCapture (wrapping the manifest package's sentinel) for a
 // refused capture, and the templatekey error for a refused class.
 func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation, error) {
-	c, err := manifest.OpenCapture(captureDir)
+	c, err := s.openCapture(captureDir)
 	if err != nil {
-		return Generation{}, fmt.Errorf("publish %s: %w: %w", captureDir, ErrCapture, err)
+		return Generation{}, fmt.Errorf("publish %s: %w", captureDir, err)
 	}
 	defer c.Close()
 	key, err := templatekey.New(class, c.Manifest)
