@@ -13,8 +13,10 @@ import (
 var (
 	// MinCaptureTime is the earliest calendar time a manifest may carry.
 	MinCaptureTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	// maxCalendarTime bounds Timestamp seconds before they are converted,
-	// so that no conversion overflows (time.Time counts from year 1).
+	// minCalendarTime and maxCalendarTime bound Timestamp seconds before
+	// they are converted, so that no conversion overflows (time.Time counts
+	// from year 1) and errors print four-digit years.
+	minCalendarTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
 	maxCalendarTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 )
 
@@ -95,6 +97,8 @@ func timestampTime(name string, ts Timestamp) (time.Time, error) {
 		return time.Time{}, invalidf("%s.nanos %d outside 0..999999999", name, ts.Nanos)
 	case ts.Seconds > maxCalendarTime.Unix():
 		return time.Time{}, invalidf("%s.seconds %d is after %s", name, ts.Seconds, maxCalendarTime.Format(time.RFC3339))
+	case ts.Seconds < minCalendarTime.Unix():
+		return time.Time{}, invalidf("%s.seconds %d is before %s", name, ts.Seconds, MinCaptureTime.Format(time.RFC3339))
 	}
 	return checkMinTime(name, ts.Time())
 }

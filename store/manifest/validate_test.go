@@ -250,6 +250,8 @@ func TestValidate(t *testing.T) {
 			"manifest.created_at.seconds -9223372036854775808 is i64::MIN"},
 		{"created_at after 9999", v6, func(m *Manifest) { m.CreatedAt.Seconds = 253402300800 }, ErrInvalid,
 			"manifest.created_at.seconds 253402300800 is after 9999-12-31T23:59:59Z"},
+		{"created_at before year 1", v6, func(m *Manifest) { m.CreatedAt.Seconds = math.MinInt64 + 1 }, ErrInvalid,
+			"manifest.created_at.seconds -9223372036854775807 is before 2000-01-01T00:00:00Z"},
 		{"created_at nanos", std(5), func(m *Manifest) { m.CreatedAt.Nanos = -1 }, ErrInvalid, "manifest.created_at.nanos -1 outside 0..999999999"},
 		{"v5 capture_wall_clock before 2000", v5, func(m *Manifest) { m.Contract.CaptureWallClock = Timestamp{Seconds: 946684799, Nanos: 5} }, ErrInvalid,
 			"machine_contract.capture_wall_clock 1999-12-31T23:59:59.000000005Z is before 2000-01-01T00:00:00Z"},
