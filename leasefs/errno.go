@@ -111,7 +111,7 @@ var errnoTable = []ErrnoRow{
 	{store.ErrTombstoned, "store.ErrTombstoned", EPERM, "creating a lease on a tombstoned generation; granted leases keep working (fuse-and-store-notes.md §C6: a refusal per object)"},
 	{store.ErrRetiring, "store.ErrRetiring", EPERM, "creating a lease on a retiring generation, or lifting it (`mv retiring/<gen> generations/<gen>`, `echo lift > ctl`)"},
 	{store.ErrNotTombstoned, "store.ErrNotTombstoned", EPERM, "retiring a published generation (`rmdir generations/<gen>`, `echo retire > ctl`): only tombstoned generations can be retired"},
-	{store.ErrIneligible, "store.ErrIneligible", EPERM, "creating a lease on a generation outside its restore window or refused by the store's reboot/other-host policy, or on a key with no such generation; `status` gives the reason"},
+	{store.ErrIneligible, "store.ErrIneligible", EPERM, "creating a lease on a generation outside its restore window, on a capture of this boot whose wall-clock and monotonic anchors disagree by more than the window, or refused by the store's reboot/other-host policy, or on a key with no such generation; `status` gives the reason"},
 	{store.ErrLeaseConflict, "store.ErrLeaseConflict", EBUSY, "creating a lease whose clone ID already holds a lease on another generation (or, under `keys/<key-id>/leases/`, another key)"},
 	{store.ErrLeaseBound, "store.ErrLeaseBound", EBUSY, "`pid N` to a lease bound to another process, even one that has exited: release it and acquire a new lease"},
 	{store.ErrNoProcess, "store.ErrNoProcess", ESRCH, "`pid N` names no process, a thread that is not a thread-group leader, or a process that has exited"},

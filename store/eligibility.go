@@ -155,13 +155,16 @@ func (s *Store) Eligibility(gen GenerationID) (Eligibility, error) {
 }
 
 // evaluate applies openvmm-snapshot-format.md §7.2 (v6) and §7.1 (v5,
-// UTC only): 0 <= age <= window, then the store's reboot and other-host
-// policies. The boundaries are inclusive, as OpenVMM's are.
+// UTC only): the store's reboot and other-host policies, then, for a
+// capture of this boot, anchor agreement (anchorDisagreement within the
+// window), then 0 <= age <= window. The boundaries are inclusive, as
+// OpenVMM's are.
 func evaluate(a TimeAnchors, h HostFacts, set Settings) Eligibility {
 	e := Eligibility{Rule: RuleUTC, Window: set.RestoreWindow}
 	sameHost := a.hasHost() && a.HostID == h.HostID
 	sameBoot := sameHost && a.BootID == h.BootID
-	if sameBoot && a.HostClock == h.HostClock {
+	disagreement, thisBoot := anchorDisagreement(a, h)
+	if thisBoot {
 		e.Rule, e.Age = RuleSameBoot, monotonicAge(h.MonotonicNs, a.MonotonicNs)
 	} else {
 		e.Age = h.UTC.Sub(a.UTC)
@@ -175,6 +178,9 @@ func evaluate(a TimeAnchors, h HostFacts, set Settings) Eligibility {
 		e.Reason = "ineligible: the capture records no boot identity and the store refuses reboots"
 	case set.RefuseReboot && sameHost && !sameBoot:
 		e.Reason = fmt.Sprintf("ineligible: captured before a reboot (boot %x) and the store refuses reboots", a.BootID)
+	case thisBoot && disagreement > e.Window:
+		e.Reason = fmt.Sprintf("ineligible: the capture's wall-clock and monotonic anchors disagree by %s, more than the %s restore window",
+			shortDuration(disagreement.Round(time.Second)), shortDuration(e.Window))
 	case e.Age < 0:
 		e.Reason = fmt.Sprintf("ineligible: captured %s in this host's future (%s clock)", shortDuration(-e.Age), e.Rule)
 	case e.Age > e.Window:
@@ -184,6 +190,52 @@ func evaluate(a TimeAnchors, h HostFacts, set Settings) Eligibility {
 		e.Reason = fmt.Sprintf("eligible: %s left of the %s restore window", shortDuration(e.Window-e.Age), shortDuration(e.Window))
 	}
 	return e
+}
+
+// anchorDisagreement compares a capture's two ages on this host: by the
+// wall clock (host UTC - capture UTC) and by the monotonic clock (host
+// monotonic - capture monotonic). They can be compared only for a capture
+// made in this boot of this host with this clock kind (thisBoot, the same
+// test as RuleSameBoot); then they differ only by wall-clock steps since
+// the capture, and a difference larger than the restore window means one
+// anchor is not what it claims. The difference saturates at the Duration
+// range.
+func anchorDisagreement(a TimeAnchors, h HostFacts) (disagreement time.Duration, thisBoot bool) {
+	if !a.hasHost() || a.HostID != h.HostID || a.BootID != h.BootID || a.HostClock != h.HostClock {
+		return 0, false
+	}
+	wall, mono := h.UTC.Sub(a.UTC), monotonicAge(h.MonotonicNs, a.MonotonicNs)
+	if wall < mono {
+		wall, mono = mono, wall
+	}
+	if mono < 0 && wall > math.MaxInt64+mono {
+		return math.MaxInt64, true
+	}
+	return wall - mono, true
+}
+
+// checkAnchorAgreement refuses a capture of this boot whose anchors
+// disagree (anchorDisagreement) by more than the store's restore window,
+// naming both anchors and both ages. Errors: that refusal,
+// ErrInvalidSettings, the index's read error.
+func (s *Store) checkAnchorAgreement(a TimeAnchors, h HostFacts) error {
+	d, thisBoot := anchorDisagreement(a, h)
+	if !thisBoot {
+		return nil
+	}
+	var set Settings
+	if err := s.db.View(func(tx *bolt.Tx) (err error) {
+		set, err = readSettings(tx)
+		return err
+	}); err != nil {
+		return err
+	}
+	if d <= set.RestoreWindow {
+		return nil
+	}
+	return fmt.Errorf("time.capture_utc_ns %s and time.capture_monotonic_ns %d disagree: on this host's boot the capture is %s old by the wall clock and %s by the monotonic clock, %s apart, more than the %s restore window",
+		a.UTC.Format(time.RFC3339Nano), a.MonotonicNs, shortDuration(h.UTC.Sub(a.UTC)), shortDuration(monotonicAge(h.MonotonicNs, a.MonotonicNs)),
+		shortDuration(d), shortDuration(set.RestoreWindow))
 }
 
 // detail is Reason without its "ineligible: " prefix, for error texts.

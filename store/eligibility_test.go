@@ -15,7 +15,7 @@ func TestEligibilityBoundaries(t *testing.T) {
 	window := store.Settings{RestoreWindow: day}
 	_, st, host := openStore(t)
 	v6 := publish(t, st, makeCaptureVersion(t, 6, 1))
-	v5 := publish(t, st, makeCaptureVersion(t, 5, 2))
+	v5 := publishVersion(t, st, 5, 2)
 	if v5.ManifestVersion != 5 || v6.ManifestVersion != 6 {
 		t.Fatalf("manifest versions %d and %d, want 5 and 6", v5.ManifestVersion, v6.ManifestVersion)
 	}
@@ -128,7 +128,7 @@ func TestAcquireLeaseRetryAndHostFailure(t *testing.T) {
 func TestPublishRecordsAnchors(t *testing.T) {
 	dir, st, host := openStore(t)
 	v6 := publish(t, st, makeCaptureVersion(t, 6, 1))
-	v5 := publish(t, st, makeCaptureVersion(t, 5, 2))
+	v5 := publishVersion(t, st, 5, 2)
 	st.Close()
 	st = reopen(t, dir, host)
 	want := map[store.GenerationID]store.TimeAnchors{

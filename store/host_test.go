@@ -11,6 +11,7 @@ import (
 	"templatefs/internal/hostclock"
 	"templatefs/internal/sample"
 	"templatefs/store"
+	"templatefs/store/templatekey"
 )
 
 // The anchors of every sample capture (sampleOptions). The wall-clock
@@ -48,11 +49,13 @@ func (h *fakeHost) set(f store.HostFacts) {
 }
 
 // sameBoot is the capture's host and boot, age after the capture on its
-// monotonic clock; the wall clock is a century off, so only the monotonic
-// rule can find the generation eligible.
+// monotonic clock. The wall clock was stepped back half an hour since the
+// capture: within any restore window the tests set (the anchors agree),
+// yet the UTC rule would answer otherwise at the window's edges, so only
+// the monotonic rule gives the results the tests expect.
 func sameBoot(age time.Duration) store.HostFacts {
 	return store.HostFacts{HostID: hostA, BootID: bootA, HostClock: "linux-boottime",
-		MonotonicNs: uint64(int64(captureMono) + int64(age)), UTC: captureUTC.AddDate(100, 0, 0)}
+		MonotonicNs: uint64(int64(captureMono) + int64(age)), UTC: captureUTC.Add(age - 30*time.Minute)}
 }
 
 // afterReboot is the capture's host in another boot, age after the
@@ -103,6 +106,19 @@ func reopen(t *testing.T, dir string, host store.Host) *store.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// publishVersion publishes a new capture of manifest version 5 or 6 under
+// the sample class of that version (its contracts.snapshot must match).
+func publishVersion(t *testing.T, st *store.Store, version uint32, seed uint64) store.Generation {
+	t.Helper()
+	class := templatekey.SampleClass()
+	class.Contracts.Snapshot = version
+	g, err := st.Publish(makeCaptureVersion(t, version, seed), &class)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
 
 // makeCaptureVersion is makeCapture for manifest version 5 or 6.

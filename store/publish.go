@@ -24,9 +24,10 @@ import (
 // PublishIfNew). The procedure follows openvmm-snapshot-format.md §6,
 // with the bbolt commit as the last step:
 //
-//  1. open and validate the capture (manifest.OpenCapture): bounded
-//     manifest, exact entry set, sizes equal to the manifest's; record
-//     each artifact's size, mtime and ctime (stampOf);
+//  1. open and validate the capture against this host (openCapture):
+//     bounded manifest, exact entry set, sizes equal to the manifest's,
+//     calendar times not ahead of the host's clock, anchors that agree;
+//     record each artifact's size, mtime and ctime (stampOf);
 //  2. reserve the publication ID in its own committed transaction, so an ID
 //     is never handed out twice even if this call dies;
 //  3. copy every artifact into staging/<gen>/, writing only data extents
@@ -68,9 +69,9 @@ func (s *Store) PublishIfNew(captureDir string, class *templatekey.Class) (g Gen
 
 // publish is Publish (duplicate true) and PublishIfNew (false).
 func (s *Store) publish(captureDir string, class *templatekey.Class, duplicate bool) (Generation, bool, error) {
-	c, err := manifest.OpenCapture(captureDir)
+	c, err := s.openCapture(captureDir)
 	if err != nil {
-		return Generation{}, false, fmt.Errorf("publish %s: %w: %w", captureDir, ErrCapture, err)
+		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
 	}
 	defer c.Close()
 	key, err := templatekey.New(class, c.Manifest)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"templatefs/internal/hostclock"
 	"templatefs/internal/sample"
 	"templatefs/store/manifest"
 	"templatefs/store/templatekey"
@@ -54,7 +55,7 @@ func TestPublishRefusesChangingCapture(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			capture := filepath.Join(t.TempDir(), "capture")
-			o := manifest.SampleOptions{StateSizeBytes: 5000, MemorySizeBytes: 16 << 20, CaptureUTC: time.Now()}
+			o := manifest.SampleOptions{StateSizeBytes: 5000, MemorySizeBytes: 16 << 20, CaptureUTC: hostclock.Now()}
 			if err := sample.WriteCapture(capture, o, 1); err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -15,10 +16,17 @@ import (
 // AcquireLeaseByKey lists.
 const maxReasons = 8
 
-// AcquireLeaseByKey grants clone cloneID a lease on the newest generation
-// of key keyID that is published (not tombstoned or retiring) and
-// eligible (Eligibility), in one bbolt transaction; the lease record names
-// the generation chosen. Nothing falls back to an ineligible generation.
+// AcquireLeaseByKey grants clone cloneID a lease on the newest capture
+// among the generations of key keyID that are published (not tombstoned or
+// retiring) and eligible (Eligibility), in one bbolt transaction; the lease
+// record names the generation chosen. Nothing falls back to an ineligible
+// generation.
+//
+// Newest means youngest by the age eligibility measures, not last
+// published: a capture of this host's boot is aged by the monotonic clock
+// (RuleSameBoot), which no wall-clock step between two captures can
+// reorder; any other by its UTC anchor (RuleUTC). One age per generation
+// orders every mix of the two. Equal ages go to the later publication.
 // Host facts are read once, just before the transaction. A retry with the
 // same clone ID returns its existing lease unchanged (created false) if
 // that lease is on a generation of keyID. Errors: ErrInvalidID (key or
@@ -62,8 +70,14 @@ func (s *Store) AcquireLeaseByKey(keyID, cloneID string) (lease Lease, created b
 		if kg == nil {
 			return fmt.Errorf("key %s: %w", keyID, ErrNotFound)
 		}
-		var why []string
+		var (
+			why      []string
+			newest   Generation
+			youngest time.Duration
+			chosen   bool
+		)
 		c := kg.Cursor()
+		// Last publication first, so that on equal ages it is kept.
 		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
 			g, err := getGeneration(tx, GenerationID(binary.BigEndian.Uint64(k)))
 			if err != nil {
@@ -73,11 +87,17 @@ func (s *Store) AcquireLeaseByKey(keyID, cloneID string) (lease Lease, created b
 				why = append(why, fmt.Sprintf("%s %s", g.ID, g.State))
 				continue
 			}
-			if e := evaluate(g.Anchors, facts, set); !e.Eligible {
+			e := evaluate(g.Anchors, facts, set)
+			if !e.Eligible {
 				why = append(why, fmt.Sprintf("%s %s", g.ID, e.Reason))
 				continue
 			}
-			lease, err = s.grantLease(tx, g, cloneID, launch)
+			if !chosen || e.Age < youngest {
+				newest, youngest, chosen = g, e.Age, true
+			}
+		}
+		if chosen {
+			lease, err = s.grantLease(tx, newest, cloneID, launch)
 			return err
 		}
 		if len(why) == 0 {

@@ -89,7 +89,7 @@ func writeSample(out string, version uint32, memory uint64, seed uint64) error {
 	if err := sample.WriteCapture(filepath.Join(out, "capture"), o, seed); err != nil {
 		return err
 	}
-	return sample.WriteClass(filepath.Join(out, "class.json"))
+	return sample.WriteClass(filepath.Join(out, "class.json"), version)
 }
 
 func runPublish(fl *flag.FlagSet, args []string, stdout io.Writer) error {

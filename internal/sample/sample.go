@@ -46,9 +46,13 @@ func WriteCapture(dir string, o manifest.SampleOptions, seed uint64) error {
 	return writeFile(filepath.Join(dir, "manifest.bin"), manifest.Encode(m))
 }
 
-// WriteClass writes templatekey.SampleClass as indented JSON to path.
-func WriteClass(path string) error {
-	data, err := json.MarshalIndent(templatekey.SampleClass(), "", "  ")
+// WriteClass writes the class of a sample capture of manifest version 5 or
+// 6 to path as indented JSON: templatekey.SampleClass with
+// contracts.snapshot set to version, as publication requires.
+func WriteClass(path string, version uint32) error {
+	class := templatekey.SampleClass()
+	class.Contracts.Snapshot = version
+	data, err := json.MarshalIndent(class, "", "  ")
 	if err != nil {
 		return err
 	}

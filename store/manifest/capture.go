@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"time"
 )
 
 // Artifact file names of a capture directory (openvmm-snapshot-format.md §1).
@@ -79,7 +80,7 @@ func (c *Capture) Close() error {
 // (openArtifact) without following a symbolic link or reparse point; each
 // must be a regular file. manifest.bin is size-checked from its open
 // handle before it is read, read with a MaxManifestSize+1 cap, decoded and
-// validated. Then the directory must hold exactly manifest.bin and
+// validated by ValidateAt(now), now being the host's UTC clock. Then the directory must hold exactly manifest.bin and
 // m.Artifacts(), each with the declared length. Staging siblings
 // (.*.staging-*) live next to dir, not in it, and are not looked at.
 //
@@ -89,7 +90,7 @@ func (c *Capture) Close() error {
 // ErrUnexpectedArtifact (an extra entry, resume.claim included),
 // ErrIncompleteCapture (a missing artifact), ErrArtifactSize, or the
 // system error.
-func OpenCapture(dir string) (_ *Capture, err error) {
+func OpenCapture(dir string, now time.Time) (_ *Capture, err error) {
 	d, err := openCaptureDir(dir)
 	if err != nil {
 		return nil, err
@@ -123,7 +124,7 @@ func OpenCapture(dir string) (_ *Capture, err error) {
 	}
 	m, err := Decode(data)
 	if err == nil {
-		err = m.Validate()
+		err = m.ValidateAt(now)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("capture %q: %s: %w", dir, ManifestFileName, err)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // writeCapture writes a capture of m into a new directory: manifest.bin,
@@ -66,7 +67,7 @@ func TestOpenCapture(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeCapture(t, tc.m)
-			c, err := OpenCapture(dir)
+			c, err := OpenCapture(dir, sampleNow)
 			if err != nil {
 				t.Fatalf("OpenCapture: %v", err)
 			}
@@ -200,6 +201,11 @@ func TestOpenCaptureRefuses(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, ManifestFileName), nil, 0o600)
 			return dir
 		}, ErrUnsupportedVersion, "version 0"},
+		{"manifest from the host's future", func() *Manifest {
+			o := sampleOptions(6)
+			o.CaptureUTC = sampleNow.Add(MaxAheadOfHost + time.Second)
+			return Sample(o)
+		}(), func(t *testing.T, dir string) string { return dir }, ErrInvalid, "ahead of the host's clock"},
 		{"missing directory", sample(), func(t *testing.T, dir string) string {
 			return filepath.Join(dir, "absent")
 		}, fs.ErrNotExist, "open directory"},
@@ -207,7 +213,7 @@ func TestOpenCaptureRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := tc.damage(t, writeCapture(t, tc.m))
 			before := openFDs(t)
-			c, err := OpenCapture(path)
+			c, err := OpenCapture(path, sampleNow)
 			if !errors.Is(err, tc.want) {
 				if c != nil {
 					c.Close()

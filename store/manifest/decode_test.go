@@ -15,9 +15,11 @@ func TestGoldenManifests(t *testing.T) {
 		name    string
 		version uint32
 		wire    []byte
+		refusal string // "": Validate accepts it
 	}{
-		{"v5", 5, standardV5(t)},
-		{"v6", 6, standardV6(t)},
+		{"v5", 5, standardV5(t), ""},
+		// A v6 manifest needs the machine contract, which holds the time contract.
+		{"v6", 6, standardV6(t), "manifest.machine_contract is absent in a version 6 manifest"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if len(tc.wire) != 84 {
@@ -37,8 +39,12 @@ func TestGoldenManifests(t *testing.T) {
 			if enc := Encode(got); !bytes.Equal(enc, tc.wire) {
 				t.Errorf("Encode(Decode(x)) = % x\nwant              % x", enc, tc.wire)
 			}
-			if err := got.Validate(); err != nil {
+			err = got.Validate()
+			switch {
+			case tc.refusal == "" && err != nil:
 				t.Errorf("Validate: %v", err)
+			case tc.refusal != "" && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.refusal)):
+				t.Errorf("Validate = %v, want ErrInvalid mentioning %q", err, tc.refusal)
 			}
 		})
 	}

@@ -53,15 +53,18 @@ func TestFuzzCorpus(t *testing.T) {
 	}
 }
 
-// FuzzDecode: Decode, Validate and Text never panic, and whatever Decode
-// accepts survives Encode and Decode unchanged.
+// FuzzDecode: Decode, Validate, ValidateAt and Text never panic, ValidateAt
+// refuses whatever Validate refuses, and whatever Decode accepts survives
+// Encode and Decode unchanged.
 func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Decode(b)
 		if err != nil {
 			return
 		}
-		_ = m.Validate()
+		if err := m.Validate(); err != nil && m.ValidateAt(sampleNow) == nil {
+			t.Fatalf("ValidateAt accepts what Validate refuses: %v", err)
+		}
 		_ = m.Text()
 		again, err := Decode(Encode(m))
 		if err != nil {

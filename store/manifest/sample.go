@@ -14,7 +14,7 @@ type SampleOptions struct {
 	MemorySizeBytes    uint64    // memory.bin length; 0 means 128 MiB
 	StateSizeBytes     uint64    // state.bin length; 0 is valid
 	VPCount            uint32    // 1, 2, 4 or 8; 0 means 1
-	CaptureUTC         time.Time // capture anchor and created_at; zero means the Unix epoch
+	CaptureUTC         time.Time // capture anchor and created_at; zero means MinCaptureTime
 	CaptureMonotonicNs uint64    // v6 capture_monotonic_ns
 	HostID, BootID     [16]byte  // v6 host_id and host_boot_id
 	HostClock          string    // v6 host_clock; "" means linux-boottime
@@ -50,7 +50,7 @@ func Sample(o SampleOptions) *Manifest {
 	o.VPCount = cmp.Or(o.VPCount, 1)
 	o.HostClock = cmp.Or(o.HostClock, HostClockLinuxBoottime)
 	if o.CaptureUTC.IsZero() {
-		o.CaptureUTC = time.Unix(0, 0)
+		o.CaptureUTC = MinCaptureTime
 	}
 	cmdline := sha256.Sum256([]byte(sampleCommandLine))
 	c := &MachineContract{

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"math/bits"
 )
 
 // Manifest versions Validate accepts: 5 (§5.2) and 6 (§5.4).
@@ -18,6 +19,9 @@ const (
 	SavedStateSchemaVersion = 1
 	// SavedStateRootType is the only saved_state_root_type.
 	SavedStateRootType = "openvmm.SavedState"
+	// MinPageSize is the smallest page_size: 4 KiB, the smallest page of
+	// x86_64 and aarch64 hosts (restore requires equality with the host's).
+	MinPageSize = 4096
 )
 
 // Magic returns the 20-byte format_magic of a manifest version, e.g.
@@ -28,14 +32,20 @@ func Magic(version uint32) []byte {
 
 // Validate checks m against the reader rules of openvmm-snapshot-format.md
 // §5: version and magic together (§5.2, §5.4), saved-state schema and root
-// type, the state.bin size bound, the legacy digest fields, the tier
-// combination table (§2.5), and, when a machine contract is present, its
-// shape: profile, ABI and boot layout versions, hypervisor, interrupt
-// contract, command line and digest, memory ranges (§1.1), canonical
-// topology, device order and unique IDs, state units, attachment IDs,
-// sandbox block order and geometry; for version 5 the clock and CPU
-// contract fields; for version 6 the time contract and CPU profile (§3) and
-// the retired fields.
+// type, the state.bin size bound, the legacy digest fields, the page size
+// (a power of two, at least MinPageSize), the architecture (x86_64 or
+// aarch64), the tier combination table (§2.5), a machine contract on every
+// version 6 manifest (the time contract lives in it), and the contract's
+// shape: profile, ABI and boot layout versions, hypervisor and its
+// architecture, interrupt contract, command line and digest, memory ranges
+// (§1.1), canonical topology, device order, unique IDs, known kinds tied to
+// no other architecture, state units, attachment IDs and kinds, sandbox
+// block order and geometry; for version 5 the clock and CPU contract
+// fields; for version 6 the time contract and CPU profile (§3) and the
+// retired fields. Last, the calendar times (created_at, capture_wall_clock,
+// capture_utc_ns) must be times from MinCaptureTime on and, like the
+// monotonic and TSC anchors, not u64::MAX or i64::MAX sentinels.
+// ValidateAt adds the one rule that needs the host's clock.
 //
 // Validate does not implement the full tier and attachment policy rules of
 // §5.3, which matter only to a restoring VMM: tier command-line tokens,
@@ -72,13 +82,27 @@ func (m *Manifest) Validate() error {
 		return invalidf("manifest.state_sha256 (%d bytes) and memory_sha256 (%d bytes) must be empty in version 5",
 			len(m.StateSHA256), len(m.MemorySHA256))
 	}
+	if m.PageSize < MinPageSize || bits.OnesCount32(m.PageSize) != 1 {
+		return invalidf("manifest.page_size %d is not a power of two of at least %d", m.PageSize, MinPageSize)
+	}
+	if err := validateArchitecture(m.Architecture); err != nil {
+		return err
+	}
 	if err := m.validateTier(); err != nil {
 		return err
 	}
-	if m.Contract == nil {
-		return nil
+	if m.Contract == nil && m.Version == Version6 {
+		// §5.4 reads a v6 standard machine as one without a contract, but
+		// then it carries no time contract, and so no anchors to restore by.
+		return invalidf("manifest.machine_contract is absent in a version %d manifest", m.Version)
 	}
-	return m.validateContract()
+	if m.Contract != nil {
+		if err := m.validateContract(); err != nil {
+			return err
+		}
+	}
+	_, err := m.calendarTimes()
+	return err
 }
 
 // tierRule is one row of the tier table of §2.5.

@@ -38,7 +38,7 @@ func (m *Manifest) validateContract() error {
 	if c.MachineProfile != microvmProfile {
 		return invalidf("%s.machine_profile is %q, want %q", contractPath, c.MachineProfile, microvmProfile)
 	}
-	if c.SourceHypervisor != "kvm" && c.SourceHypervisor != "mshv" && c.SourceHypervisor != "whp" {
+	if _, ok := hypervisorArchitectures[c.SourceHypervisor]; !ok {
 		return invalidf("%s.source_hypervisor %q is not kvm, mshv or whp", contractPath, c.SourceHypervisor)
 	}
 	if c.BootLayoutVersion != bootLayoutVersion {
@@ -60,6 +60,9 @@ func (m *Manifest) validateContract() error {
 		return err
 	}
 	if err := validateInventory(c); err != nil {
+		return err
+	}
+	if err := validateKinds(c, m.Architecture); err != nil {
 		return err
 	}
 	if err := validateSandboxBlocks(c.SandboxBlocks); err != nil {

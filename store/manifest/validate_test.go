@@ -24,6 +24,10 @@ func sampleOptions(version uint32) SampleOptions {
 	}
 }
 
+// sampleNow is the host's clock in tests that need one: an hour after the
+// capture time of sampleOptions.
+var sampleNow = sampleOptions(6).CaptureUTC.Add(time.Hour)
+
 func TestSampleValidates(t *testing.T) {
 	for _, version := range []uint32{5, 6} {
 		for _, vps := range []uint32{0, 1, 2, 4, 8} {
@@ -80,6 +84,7 @@ func withScratch(m *Manifest, tier, policy string, paired bool) *Manifest {
 func TestValidate(t *testing.T) {
 	v5 := func() *Manifest { return Sample(sampleOptions(5)) }
 	v6 := func() *Manifest { return Sample(sampleOptions(6)) }
+	aarch64 := func() *Manifest { return aarch64Manifest(Sample(sampleOptions(6))) }
 	std := func(version uint32) func() *Manifest { return func() *Manifest { return standardManifest(version) } }
 	contract := func(m *Manifest) *MachineContract { return m.Contract }
 	type row struct {
@@ -93,7 +98,6 @@ func TestValidate(t *testing.T) {
 		{"v5 sample", v5, func(*Manifest) {}, nil, ""},
 		{"v6 sample", v6, func(*Manifest) {}, nil, ""},
 		{"v5 standard", std(5), func(*Manifest) {}, nil, ""},
-		{"v6 standard", std(6), func(*Manifest) {}, nil, ""},
 		{"state size at limit", v6, func(m *Manifest) { m.StateSizeBytes = MaxStateSize }, nil, ""},
 		{"v6 ignores fields 9 and 10", v6, func(m *Manifest) { m.StateSHA256 = []byte{1} }, nil, ""},
 		{"capture generation at limit", v6, func(m *Manifest) { m.Contract.Time.CaptureGeneration = 0xFFFF_FFFE }, nil, ""},
@@ -207,6 +211,70 @@ func TestValidate(t *testing.T) {
 		{"profile digest", v6, func(m *Manifest) { m.Contract.CPUProfile.Profile = []byte{1} }, ErrInvalid, "cpu_profile.sha256"},
 		{"no effective CPUID", v6, func(m *Manifest) { m.Contract.CPUProfile.EffectiveCPUID = nil }, ErrInvalid, "effective_cpuid is 0 bytes"},
 		{"effective CPUID digest", v6, func(m *Manifest) { m.Contract.CPUProfile.EffectiveCPUIDSHA256 = nil }, ErrInvalid, "effective_cpuid_sha256"},
+		// Values no real capture has (issue 8 item 5), one rule a row.
+		{"page size 16 KiB", v6, func(m *Manifest) { m.PageSize = 16 << 10 }, nil, ""},
+		{"page size 64 KiB", std(5), func(m *Manifest) { m.PageSize = 64 << 10 }, nil, ""},
+		{"page size 2 KiB", v6, func(m *Manifest) { m.PageSize = 2048 }, ErrInvalid, "manifest.page_size 2048 is not a power of two of at least 4096"},
+		{"page size 0", std(5), func(m *Manifest) { m.PageSize = 0 }, ErrInvalid, "manifest.page_size 0"},
+		{"page size 12 KiB", v5, func(m *Manifest) { m.PageSize = 12 << 10 }, ErrInvalid, "manifest.page_size 12288 is not a power of two"},
+		{"architecture riscv64", std(5), func(m *Manifest) { m.Architecture = "riscv64" }, ErrInvalid, `manifest.architecture "riscv64" is not "x86_64" or "aarch64"`},
+		{"architecture empty", v6, func(m *Manifest) { m.Architecture = "" }, ErrInvalid, `manifest.architecture ""`},
+		{"aarch64 sample", aarch64, func(*Manifest) {}, nil, ""},
+		{"aarch64 with the x86_64 devices", v6, func(m *Manifest) { m.Architecture = ArchAArch64 }, ErrInvalid,
+			`devices[3].kind "pic" exists only on x86_64, not on manifest.architecture "aarch64"`},
+		{"x86_64 with a pl011", v6, func(m *Manifest) { m.Contract.Devices[3].Kind = "pl011" }, ErrInvalid,
+			`devices[3].kind "pl011" exists only on aarch64, not on manifest.architecture "x86_64"`},
+		{"aarch64 with port I/O", aarch64, func(m *Manifest) { m.Contract.Devices[3].Ranges[0].AddressSpace = "pmio" }, ErrInvalid,
+			`devices[3].ranges[0] is port I/O (pmio), which manifest.architecture "aarch64" does not have`},
+		{"aarch64 captured by WHP", aarch64, func(m *Manifest) { m.Contract.SourceHypervisor = "whp" }, ErrInvalid,
+			`source_hypervisor "whp" does not capture manifest.architecture "aarch64"`},
+		{"aarch64 captured by MSHV", aarch64, func(m *Manifest) { m.Contract.SourceHypervisor = "mshv" }, ErrInvalid,
+			`source_hypervisor "mshv" does not capture manifest.architecture "aarch64"`},
+		{"x86_64 captured by WHP", v6, func(m *Manifest) { m.Contract.SourceHypervisor = "whp" }, nil, ""},
+		{"unknown device kind", v6, func(m *Manifest) { m.Contract.Devices[2].Kind = "gpu" }, ErrInvalid,
+			`devices[2].kind "gpu" is not a device kind of the format`},
+		{"known attachment kind", v6, func(m *Manifest) { m.Contract.Attachments = []Attachment{consoleAttachment()} }, nil, ""},
+		{"unknown attachment kind", v6, func(m *Manifest) {
+			a := consoleAttachment()
+			a.Kind = "socket"
+			m.Contract.Attachments = []Attachment{a}
+		}, ErrInvalid, `attachments[0].kind "socket" is not one of`},
+		{"v6 without a machine contract", std(6), func(*Manifest) {}, ErrInvalid, "manifest.machine_contract is absent in a version 6 manifest"},
+		{"created_at at MinCaptureTime", v6, func(m *Manifest) { m.CreatedAt = Timestamp{Seconds: MinCaptureTime.Unix()} }, nil, ""},
+		{"created_at before 2000", v6, func(m *Manifest) { m.CreatedAt = Timestamp{Seconds: MinCaptureTime.Unix() - 1} }, ErrInvalid,
+			"manifest.created_at 1999-12-31T23:59:59Z is before 2000-01-01T00:00:00Z"},
+		{"created_at 0", std(5), func(m *Manifest) { m.CreatedAt = Timestamp{} }, ErrInvalid, "manifest.created_at 1970-01-01T00:00:00Z is before"},
+		{"created_at i64::MAX", v6, func(m *Manifest) { m.CreatedAt.Seconds = math.MaxInt64 }, ErrInvalid,
+			"manifest.created_at.seconds 9223372036854775807 is i64::MAX"},
+		{"created_at i64::MIN", v5, func(m *Manifest) { m.CreatedAt.Seconds = math.MinInt64 }, ErrInvalid,
+			"manifest.created_at.seconds -9223372036854775808 is i64::MIN"},
+		{"created_at after 9999", v6, func(m *Manifest) { m.CreatedAt.Seconds = 253402300800 }, ErrInvalid,
+			"manifest.created_at.seconds 253402300800 is after 9999-12-31T23:59:59Z"},
+		{"created_at before year 1", v6, func(m *Manifest) { m.CreatedAt.Seconds = math.MinInt64 + 1 }, ErrInvalid,
+			"manifest.created_at.seconds -9223372036854775807 is before 2000-01-01T00:00:00Z"},
+		{"created_at nanos", std(5), func(m *Manifest) { m.CreatedAt.Nanos = -1 }, ErrInvalid, "manifest.created_at.nanos -1 outside 0..999999999"},
+		{"v5 capture_wall_clock before 2000", v5, func(m *Manifest) { m.Contract.CaptureWallClock = Timestamp{Seconds: 946684799, Nanos: 5} }, ErrInvalid,
+			"machine_contract.capture_wall_clock 1999-12-31T23:59:59.000000005Z is before 2000-01-01T00:00:00Z"},
+		{"v5 capture_wall_clock i64::MAX", v5, func(m *Manifest) { m.Contract.CaptureWallClock.Seconds = math.MaxInt64 }, ErrInvalid,
+			"machine_contract.capture_wall_clock.seconds 9223372036854775807 is i64::MAX"},
+		{"capture_utc_ns before 2000", v6, func(m *Manifest) { m.Contract.Time.CaptureUTCNs = 0 }, ErrInvalid,
+			"machine_contract.time.capture_utc_ns 1970-01-01T00:00:00Z is before 2000-01-01T00:00:00Z"},
+		{"capture_utc_ns u64::MAX", v6, func(m *Manifest) { m.Contract.Time.CaptureUTCNs = math.MaxUint64 }, ErrInvalid,
+			"machine_contract.time.capture_utc_ns 18446744073709551615 is u64::MAX"},
+		{"capture_utc_ns i64::MAX", v6, func(m *Manifest) { m.Contract.Time.CaptureUTCNs = math.MaxInt64 }, ErrInvalid,
+			"machine_contract.time.capture_utc_ns 9223372036854775807 is i64::MAX"},
+		{"capture_utc_ns past int64", v6, func(m *Manifest) { m.Contract.Time.CaptureUTCNs = 1<<63 + 1 }, ErrInvalid,
+			"machine_contract.time.capture_utc_ns 9223372036854775809 exceeds the int64 nanosecond range"},
+		{"capture_monotonic_ns u64::MAX", v6, func(m *Manifest) { m.Contract.Time.CaptureMonotonicNs = math.MaxUint64 }, ErrInvalid,
+			"machine_contract.time.capture_monotonic_ns 18446744073709551615 is u64::MAX"},
+		{"capture_monotonic_ns i64::MAX", v6, func(m *Manifest) { m.Contract.Time.CaptureMonotonicNs = math.MaxInt64 }, ErrInvalid,
+			"machine_contract.time.capture_monotonic_ns 9223372036854775807 is i64::MAX"},
+		{"capture_monotonic_ns past int64", v6, func(m *Manifest) { m.Contract.Time.CaptureMonotonicNs = 1 << 63 }, ErrInvalid,
+			"machine_contract.time.capture_monotonic_ns 9223372036854775808 exceeds the int64 nanosecond range"},
+		{"capture_tsc u64::MAX", v6, func(m *Manifest) { m.Contract.Time.CaptureTSC = math.MaxUint64 }, ErrInvalid,
+			"machine_contract.time.capture_tsc 18446744073709551615 is u64::MAX"},
+		{"capture_tsc i64::MAX", v6, func(m *Manifest) { m.Contract.Time.CaptureTSC = math.MaxInt64 }, ErrInvalid,
+			"machine_contract.time.capture_tsc 9223372036854775807 is i64::MAX"},
 	}
 	retired := []struct {
 		field string
@@ -262,6 +330,75 @@ func TestArtifacts(t *testing.T) {
 			}
 			if got := tc.m.Artifacts(); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Artifacts = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// aarch64Manifest turns an x86_64 sample into an aarch64 one: the x86_64
+// devices 3..10 of §2.3 become the aarch64 variant's two pl011 UARTs and
+// control console at MMIO addresses (snapshot.rs @ 96fcafb9), shutdown and
+// snapshot-request move to MMIO, and the state units follow.
+func aarch64Manifest(m *Manifest) *Manifest {
+	mmio := func(start uint64) []DeviceRange {
+		return []DeviceRange{{AddressSpace: "mmio", Start: start, Length: 0x1000}}
+	}
+	irq := func(v uint32) *uint32 { return &v }
+	c := m.Contract
+	m.Architecture = ArchAArch64
+	c.Devices = append(c.Devices[:3],
+		Device{StableID: "com1", StateUnitName: "com1", Kind: "pl011", Ranges: mmio(0xeffe_c000), IRQ: irq(1)},
+		Device{StableID: "com2", StateUnitName: "com2", Kind: "pl011", Ranges: mmio(0xeffe_b000), IRQ: irq(2)},
+		Device{StableID: "microvm-portb", StateUnitName: "microvm-portb", Kind: "control-console", Ranges: mmio(0xeffe_a000)},
+		Device{StableID: "microvm-shutdown", StateUnitName: "microvm-shutdown", Kind: "shutdown", Ranges: mmio(0xeffe_9000)},
+		Device{StableID: "microvm-snapshot-request", StateUnitName: "microvm-snapshot-request", Kind: "snapshot-request", Ranges: mmio(0xeffe_8000)},
+	)
+	for i := range c.Devices {
+		c.Devices[i].Order = uint32(i)
+	}
+	c.StateUnitNames = []string{"partition", "vmtime", "com1", "com2", "microvm-portb", "microvm-shutdown", "microvm-snapshot-request", "time-abi"}
+	return m
+}
+
+// consoleAttachment is a virtio console attachment with a listener
+// endpoint (§5.3 recreate-listener).
+func consoleAttachment() Attachment {
+	return Attachment{StableID: "console:microvm-virtio0", Kind: "virtio-console", ReconnectPolicy: "recreate-listener",
+		IdentityKind: "unix-socket", Identity: []byte("/run/console.sock")}
+}
+
+// TestValidateAt checks the one rule that needs the host's clock, at its
+// boundary, for each calendar time; and that Validate's rules still apply.
+func TestValidateAt(t *testing.T) {
+	v5 := func() *Manifest { return Sample(sampleOptions(5)) }
+	v6 := func() *Manifest { return Sample(sampleOptions(6)) }
+	limit := sampleNow.Add(MaxAheadOfHost)
+	past := timestampOf(limit.Add(time.Nanosecond))
+	for _, tc := range []struct {
+		name    string
+		base    func() *Manifest
+		mutate  func(m *Manifest)
+		mention string // "": valid
+	}{
+		{"an hour old", v6, func(*Manifest) {}, ""},
+		{"created_at a day ahead", v6, func(m *Manifest) { m.CreatedAt = timestampOf(limit) }, ""},
+		{"created_at a day and 1ns ahead", v6, func(m *Manifest) { m.CreatedAt = past }, "manifest.created_at " + limit.Add(time.Nanosecond).Format(time.RFC3339Nano) +
+			" is more than 24h0m0s ahead of the host's clock (" + sampleNow.Format(time.RFC3339Nano) + ")"},
+		{"v5 capture_wall_clock a day ahead", v5, func(m *Manifest) { m.Contract.CaptureWallClock = timestampOf(limit) }, ""},
+		{"v5 capture_wall_clock past a day ahead", v5, func(m *Manifest) { m.Contract.CaptureWallClock = past }, "machine_contract.capture_wall_clock " + limit.Add(time.Nanosecond).Format(time.RFC3339Nano) + " is more than 24h0m0s ahead"},
+		{"capture_utc_ns a day ahead", v6, func(m *Manifest) { m.Contract.Time.CaptureUTCNs = uint64(limit.UnixNano()) }, ""},
+		{"capture_utc_ns past a day ahead", v6, func(m *Manifest) { m.Contract.Time.CaptureUTCNs = uint64(limit.UnixNano()) + 1 }, "machine_contract.time.capture_utc_ns " + limit.Add(time.Nanosecond).Format(time.RFC3339Nano) + " is more than 24h0m0s ahead"},
+		{"a Validate rule", v6, func(m *Manifest) { m.PageSize = 1 }, "manifest.page_size 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.base()
+			tc.mutate(m)
+			err := m.ValidateAt(sampleNow)
+			switch {
+			case tc.mention == "" && err != nil:
+				t.Fatalf("ValidateAt: %v", err)
+			case tc.mention != "" && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.mention)):
+				t.Fatalf("ValidateAt = %v, want ErrInvalid mentioning %q", err, tc.mention)
 			}
 		})
 	}

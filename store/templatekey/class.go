@@ -53,7 +53,9 @@ type Bundle struct {
 // Contracts holds contract versions, each non-zero. Snapshot is the
 // snapshot format contract (manifest version 5 or 6, §0); the others are the
 // boot, device-state, time (time ABI, §3), restore-packet, control-channel
-// and activation contracts between adapter, VMM and guest.
+// and activation contracts between adapter, VMM and guest. New requires
+// Snapshot to equal the manifest version and, when the manifest has a time
+// contract, Time to equal its time_abi_version.
 type Contracts struct {
 	Boot          uint32 `json:"boot"`
 	Snapshot      uint32 `json:"snapshot"`
@@ -69,7 +71,8 @@ type Contracts struct {
 type Isolation struct {
 	// Hypervisor is the host backend, "kvm", "mshv" or "whp" (§2.3 field 3).
 	// Keyed here as well because a standard-machine manifest has no contract
-	// and so no source_hypervisor.
+	// and so no source_hypervisor; when the manifest has one, New requires
+	// the two to be equal.
 	Hypervisor string `json:"hypervisor"`
 	// Sandbox names the process sandbox profile confining the VMM, e.g.
 	// "seccomp-v1" or "appcontainer-v1", or "none"; required so that running

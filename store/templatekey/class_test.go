@@ -125,7 +125,9 @@ func TestDecodeClassReadError(t *testing.T) {
 }
 
 // FuzzDecodeClass checks that DecodeClass never panics and that whatever it
-// accepts is valid, round-trips and yields a key.
+// accepts is valid, round-trips, and yields a key with a manifest that
+// agrees with it (checkMatch), and a key or ErrClassMismatch with the
+// sample manifest.
 func FuzzDecodeClass(f *testing.F) {
 	f.Add([]byte(sampleJSON(f, func(map[string]any) {})))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -147,8 +149,13 @@ func FuzzDecodeClass(f *testing.F) {
 		if err != nil || !reflect.DeepEqual(again, c) {
 			t.Fatalf("re-decoding %s = %+v, %v; want %+v", b, again, err, c)
 		}
-		if _, err := New(c, sampleManifest()); err != nil {
+		if _, err := New(c, sampleManifest()); err != nil && !errors.Is(err, ErrClassMismatch) {
 			t.Fatalf("New on accepted class: %v", err)
+		}
+		m := sampleManifest()
+		m.Version, m.Contract.SourceHypervisor, m.Contract.Time.TimeABIVersion = c.Contracts.Snapshot, c.Isolation.Hypervisor, c.Contracts.Time
+		if _, err := New(c, m); err != nil {
+			t.Fatalf("New on accepted class and a manifest that agrees: %v", err)
 		}
 	})
 }

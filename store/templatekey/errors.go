@@ -18,6 +18,12 @@ var (
 	// EncodingVersion; the message names both numbers.
 	ErrEncodingVersion = errors.New("unsupported template key encoding version")
 
+	// ErrClassMismatch is returned by New when the class contradicts the
+	// manifest (a snapshot contract other than the manifest version, a
+	// hypervisor other than the source hypervisor, a time contract other
+	// than the time ABI version); the message names both fields and values.
+	ErrClassMismatch = errors.New("template class does not match the manifest")
+
 	// ErrNoManifest is returned by New when the manifest is nil.
 	ErrNoManifest = errors.New("template key needs a manifest")
 )

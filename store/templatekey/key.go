@@ -76,8 +76,9 @@ type Key struct {
 }
 
 // New computes the key of a capture from its class and decoded manifest. It
-// returns the class's Validate error, or ErrNoManifest when m is nil. The
-// manifest is not validated here; the manifest reader does that.
+// returns the class's Validate error, ErrNoManifest when m is nil, or
+// ErrClassMismatch when the class contradicts the manifest (checkMatch).
+// The manifest is not validated here; the manifest reader does that.
 func New(c *Class, m *manifest.Manifest) (Key, error) {
 	if c == nil {
 		return Key{}, fmt.Errorf("%w: class is nil", ErrClassInvalid)
@@ -87,6 +88,9 @@ func New(c *Class, m *manifest.Manifest) (Key, error) {
 	}
 	if m == nil {
 		return Key{}, ErrNoManifest
+	}
+	if err := checkMatch(c, m); err != nil {
+		return Key{}, err
 	}
 	var w writer
 	w.class(c)

@@ -216,11 +216,42 @@ var perCapture = map[string]string{
 	"Contract.CPUProfile.EffectiveCPUID": "keyed by effective_cpuid_sha256",
 }
 
+// classMatched lists the manifest fields New requires the class to agree
+// with (checkMatch), by mutation name, with the class field that follows a
+// mutation so that the pair stays consistent.
+var classMatched = map[string]func(c *Class, m *manifest.Manifest){
+	"Version":                      func(c *Class, m *manifest.Manifest) { c.Contracts.Snapshot = m.Version },
+	"Contract.SourceHypervisor":    func(c *Class, m *manifest.Manifest) { c.Isolation.Hypervisor = m.Contract.SourceHypervisor },
+	"Contract.Time.TimeABIVersion": func(c *Class, m *manifest.Manifest) { c.Contracts.Time = m.Contract.Time.TimeABIVersion },
+}
+
+// manifestMatched is classMatched seen from the class: the manifest field
+// that follows a mutation of each class field.
+var manifestMatched = map[string]func(c *Class, m *manifest.Manifest){
+	"Contracts.Snapshot":   func(c *Class, m *manifest.Manifest) { m.Version = c.Contracts.Snapshot },
+	"Isolation.Hypervisor": func(c *Class, m *manifest.Manifest) { m.Contract.SourceHypervisor = c.Isolation.Hypervisor },
+	"Contracts.Time":       func(c *Class, m *manifest.Manifest) { m.Contract.Time.TimeABIVersion = c.Contracts.Time },
+}
+
+// textLines returns the canonical lines of k whose name starts (class
+// true) or does not start with "class.".
+func textLines(k Key, class bool) string {
+	var out []string
+	for line := range strings.Lines(k.Text()) {
+		if strings.HasPrefix(line, "class.") == class {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "")
+}
+
 // TestManifestFields mutates every field of fullManifest, one at a time:
-// keyed fields must change the ID, perCapture fields must not.
+// keyed fields must change the manifest lines of the canonical text (and
+// so the ID), perCapture fields must not change the ID. A field the class
+// must match (classMatched) moves its class field too.
 func TestManifestFields(t *testing.T) {
-	class := SampleClass()
-	base := mustKey(t, class, fullManifest()).ID()
+	baseKey := mustKey(t, SampleClass(), fullManifest())
+	base, baseLines := baseKey.ID(), textLines(baseKey, false)
 	seen := map[string]bool{}
 	for _, mu := range mutations(t, reflect.ValueOf(fullManifest()).Elem(), "", nil) {
 		_, excluded := perCapture[mu.name]
@@ -228,14 +259,23 @@ func TestManifestFields(t *testing.T) {
 		t.Run(mu.name, func(t *testing.T) {
 			m := fullManifest()
 			mu.apply(reflect.ValueOf(m).Elem())
-			got := mustKey(t, class, m).ID()
-			if excluded && got != base {
+			class := SampleClass()
+			if follow, ok := classMatched[mu.name]; ok {
+				follow(&class, m)
+			}
+			k := mustKey(t, class, m)
+			if excluded && k.ID() != base {
 				t.Errorf("per-capture field (%s) changed the key", perCapture[mu.name])
 			}
-			if !excluded && got == base {
-				t.Errorf("keyed field did not change the key")
+			if !excluded && (k.ID() == base || textLines(k, false) == baseLines) {
+				t.Errorf("keyed field did not change the key's manifest lines")
 			}
 		})
+	}
+	for name := range classMatched {
+		if !seen[name] {
+			t.Errorf("classMatched names %q, which is not a manifest field", name)
+		}
 	}
 	for name := range perCapture {
 		if !seen[name] {
@@ -244,21 +284,73 @@ func TestManifestFields(t *testing.T) {
 	}
 }
 
-// TestClassFields mutates every class field: each must change the ID.
+// TestClassFields mutates every class field: each must change the class
+// lines of the canonical text (and so the ID). A field the manifest must
+// match (manifestMatched) moves its manifest field too.
 // key_encoding_version is not mutated; New refuses other values
 // (TestNewRefuses).
 func TestClassFields(t *testing.T) {
-	m := sampleManifest()
-	base := mustKey(t, SampleClass(), m).ID()
+	baseKey := mustKey(t, SampleClass(), sampleManifest())
+	base, baseLines := baseKey.ID(), textLines(baseKey, true)
+	seen := map[string]bool{}
 	for _, mu := range mutations(t, reflect.ValueOf(SampleClass()), "", nil) {
+		seen[mu.name] = true
 		if mu.name == "KeyEncodingVersion" {
 			continue
 		}
 		t.Run(mu.name, func(t *testing.T) {
-			c := SampleClass()
+			c, m := SampleClass(), sampleManifest()
 			mu.apply(reflect.ValueOf(&c).Elem())
-			if mustKey(t, c, m).ID() == base {
-				t.Errorf("keyed field did not change the key")
+			if follow, ok := manifestMatched[mu.name]; ok {
+				follow(&c, m)
+			}
+			if k := mustKey(t, c, m); k.ID() == base || textLines(k, true) == baseLines {
+				t.Errorf("keyed field did not change the key's class lines")
+			}
+		})
+	}
+	for name := range manifestMatched {
+		if !seen[name] {
+			t.Errorf("manifestMatched names %q, which is not a class field", name)
+		}
+	}
+}
+
+// TestNewRefusesMismatch: a class that contradicts its manifest is
+// refused, naming both fields and both values.
+func TestNewRefusesMismatch(t *testing.T) {
+	tests := []struct {
+		name    string
+		class   func(c *Class)
+		m       func(m *manifest.Manifest)
+		mention string // "": accepted
+	}{
+		{"sample", func(*Class) {}, func(*manifest.Manifest) {}, ""},
+		{"snapshot contract 5 on a v6 manifest", func(c *Class) { c.Contracts.Snapshot = 5 }, func(*manifest.Manifest) {},
+			"class contracts.snapshot is 5 but manifest.version is 6"},
+		{"snapshot contract 6 on a v5 manifest", func(*Class) {}, func(m *manifest.Manifest) { *m = *manifest.Sample(manifest.SampleOptions{Version: 5}) },
+			"class contracts.snapshot is 6 but manifest.version is 5"},
+		{"hypervisor whp on a kvm capture", func(c *Class) { c.Isolation.Hypervisor = "whp" }, func(*manifest.Manifest) {},
+			`class isolation.hypervisor is "whp" but manifest.machine_contract.source_hypervisor is "kvm"`},
+		{"hypervisor kvm on an mshv capture", func(*Class) {}, func(m *manifest.Manifest) { m.Contract.SourceHypervisor = "mshv" },
+			`class isolation.hypervisor is "kvm" but manifest.machine_contract.source_hypervisor is "mshv"`},
+		{"time contract 2 on time ABI 1", func(c *Class) { c.Contracts.Time = 2 }, func(*manifest.Manifest) {},
+			"class contracts.time is 2 but manifest.machine_contract.time.time_abi_version is 1"},
+		{"standard machine: no hypervisor to match", func(c *Class) { c.Isolation.Hypervisor = "whp" }, func(m *manifest.Manifest) { m.Contract = nil }, ""},
+		{"v5 microVM: no time ABI to match", func(c *Class) { c.Contracts.Snapshot, c.Contracts.Time = 5, 7 },
+			func(m *manifest.Manifest) { *m = *manifest.Sample(manifest.SampleOptions{Version: 5}) }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, m := SampleClass(), sampleManifest()
+			tt.class(&c)
+			tt.m(m)
+			_, err := New(&c, m)
+			switch {
+			case tt.mention == "" && err != nil:
+				t.Errorf("New: %v", err)
+			case tt.mention != "" && (!errors.Is(err, ErrClassMismatch) || !strings.Contains(err.Error(), tt.mention)):
+				t.Errorf("New = %v, want ErrClassMismatch mentioning %q", err, tt.mention)
 			}
 		})
 	}

@@ -114,7 +114,7 @@ func capture(out, sizeArg string) error {
 	if err := sample.WriteCapture(dir, o, 1); err != nil {
 		return err
 	}
-	if err := sample.WriteClass(filepath.Join(out, "class.json")); err != nil {
+	if err := sample.WriteClass(filepath.Join(out, "class.json"), o.Version); err != nil {
 		return err
 	}
 	return densify(filepath.Join(dir, "memory.bin"), int64(size))
