@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -71,6 +72,9 @@ type Store struct {
 	// pubMu guards publishing: the IDs of publications in progress.
 	pubMu      sync.Mutex
 	publishing map[GenerationID]bool
+
+	// readOnly is set once, by setReadOnly (readonly.go).
+	readOnly atomic.Pointer[readOnlyError]
 }
 
 // Init creates a new, empty store in dir: the directory itself (mode 0700)
