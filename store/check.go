@@ -116,6 +116,9 @@ func (s *Store) inspect(c *checker) ([]digestJob, error) {
 	var gens []Generation
 	// bbolt's Tx.Check is only safe alongside other writers on a writable
 	// transaction; this one writes nothing and is rolled back.
+	if s.db.otherMeta != nil {
+		c.add(ProblemIndex, IndexFile, "%v; bbolt uses the other meta page, and the next commit rewrites this one", s.db.otherMeta)
+	}
 	err := s.db.rolledBack(func(tx *bolt.Tx) error {
 		for err := range tx.Check() {
 			c.add(ProblemIndex, "index.db", "%v", err)

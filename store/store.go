@@ -226,7 +226,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	if s.db.otherMeta != nil {
-		s.log.Warn("index meta page invalid; bbolt uses the other, older one, so the last commit may be lost", "index", s.db.Path(), "meta", s.db.otherMeta.Error())
+		s.log.Warn("index meta page invalid; bbolt uses the other one: if the invalid one was the newer, its commit is lost", "index", s.db.Path(), "meta", s.db.otherMeta.Error())
 	}
 	if opts.NoRecover {
 		return s, nil
