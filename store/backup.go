@@ -131,28 +131,37 @@ func copyIndex(dst, src string) error {
 }
 
 // backupGenerations checks the schema of the index at path and returns
-// every generation record in it.
+// every generation record in it. A damaged snapshot (checkIndexFile, or a
+// panic or fault while reading it) is ErrIndexCorrupt.
 func backupGenerations(path string) ([]Generation, error) {
+	if _, err := checkIndexFile(path); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v; restore from another backup", ErrIndexCorrupt, path, err)
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("open index %s: %w", path, err)
 	}
 	defer db.Close()
 	var gens []Generation
-	err = db.View(func(tx *bolt.Tx) error {
-		if err := checkSchema(tx); err != nil {
-			return err
-		}
-		b := tx.Bucket(bucketGenerations)
-		return b.ForEach(func(k, _ []byte) error {
-			var g Generation
-			if _, err := getJSON(b, k, &g); err != nil {
+	err = guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			if err := checkSchema(tx); err != nil {
 				return err
 			}
-			gens = append(gens, g)
-			return nil
+			b := tx.Bucket(bucketGenerations)
+			return b.ForEach(func(k, _ []byte) error {
+				var g Generation
+				if _, err := getJSON(b, k, &g); err != nil {
+					return err
+				}
+				gens = append(gens, g)
+				return nil
+			})
 		})
 	})
+	if _, ok := err.(damage); ok {
+		return nil, fmt.Errorf("%w: %s: %v; restore from another backup", ErrIndexCorrupt, path, err)
+	}
 	return gens, err
 }
 

@@ -555,3 +555,22 @@ func TestIndexDamagedWhileOpen(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreDamagedSnapshot: Restore reads the backup's store.db; a
+// damaged one is ErrIndexCorrupt and nothing is created.
+func TestRestoreDamagedSnapshot(t *testing.T) {
+	base := damageBase(t)
+	m, _ := indexLayout(t, filepath.Join(base, IndexFile))
+	snapshot := filepath.Join(copyStore(t, base), IndexFile)
+	if err := os.Truncate(snapshot, int64(m.pgid-1)*int64(m.pageSize)); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "restored")
+	err := Restore(dir, snapshot, func(Generation, Artifact) (*os.File, error) { return nil, os.ErrNotExist })
+	if !errors.Is(err, ErrIndexCorrupt) || !strings.Contains(err.Error(), "cut short") {
+		t.Errorf("Restore from a truncated snapshot = %v, want ErrIndexCorrupt", err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused restore left %s: %v", dir, err)
+	}
+}
