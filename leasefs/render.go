@@ -61,11 +61,11 @@ func (w *kv) line(key string, value any) {
 // read-only store whose index cannot be read shows only the read_only
 // line, so the reason stays visible.
 func (f *FS) renderStore() ([]byte, error) {
-	readOnly := "no"
-	if err := f.st.ReadOnly(); err != nil {
-		readOnly = err.Error()
-	}
 	info, err := f.st.Info()
+	readOnly := "no"
+	if ro := f.st.ReadOnly(); ro != nil { // read after Info, which may have found the damage
+		readOnly = ro.Error()
+	}
 	if err != nil {
 		if readOnly != "no" {
 			return []byte("read_only: " + readOnly + "\n"), nil
