@@ -221,7 +221,7 @@ func indexLayout(t *testing.T, path string) (boltMeta, []bool) {
 	}
 	w := &treeWalk{f: f, ps: int64(m.pageSize), hwm: m.pgid, used: make([]bool, m.pgid)}
 	w.used[0], w.used[1] = true, true
-	if err := w.tree(m.root, 0); err != nil {
+	if _, err := w.tree(m.root, 0, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if m.freelist != boltNoFreelist {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -53,9 +54,9 @@ type boltMeta struct {
 // inline buckets inside itself, and is reached once only. A synced
 // freelist must list pages below the mark that the tree does not use (a
 // freelist naming a page in use would let bbolt overwrite live data).
-// Key order and unreachable pages are left to bbolt's own checks, which
-// report rather than crash. The error says what is wrong, in bytes and
-// page ids. When the file passes, otherMeta says why the meta page bbolt
+// Keys must be in the order bbolt's own walk at open requires (tree).
+// Unreachable pages are left to bbolt's tx.Check (fsck). The error says
+// what is wrong, in bytes and page ids. When the file passes, otherMeta says why the meta page bbolt
 // will not use is invalid (nil when both are valid): bbolt then works
 // from the older commit, as after a meta write torn by a crash.
 func checkIndexFile(path string) (otherMeta, err error) {
@@ -83,7 +84,7 @@ func checkIndexFile(path string) (otherMeta, err error) {
 	}
 	w := &treeWalk{f: f, ps: ps, hwm: m.pgid, used: make([]bool, m.pgid)}
 	w.used[0], w.used[1] = true, true
-	if err := w.tree(m.root, 0); err != nil {
+	if _, err := w.tree(m.root, 0, nil, nil); err != nil {
 		return nil, err
 	}
 	if m.freelist != boltNoFreelist {
@@ -171,17 +172,21 @@ type treeWalk struct {
 	f    *os.File
 	ps   int64
 	hwm  uint64
-	used []bool // by page id: meta, tree or freelist
+	used []bool   // by page id: meta, tree or freelist
+	bufs [][]byte // page buffers by tree depth, reused: a page is read while its parents are in use
 }
 
 // page reads page id with its overflow pages after checking that they
 // lie below the high-water mark and were not reached before, and marks
-// them used.
-func (w *treeWalk) page(id uint64, what string) ([]byte, error) {
+// them used. The result is valid until the next page call at this depth.
+func (w *treeWalk) page(id uint64, depth int, what string) ([]byte, error) {
 	if id < 2 || id >= w.hwm {
 		return nil, fmt.Errorf("%s names page %d, outside the pages in use [2, %d)", what, id, w.hwm)
 	}
-	buf := make([]byte, w.ps)
+	for len(w.bufs) <= depth {
+		w.bufs = append(w.bufs, make([]byte, w.ps))
+	}
+	buf := w.bufs[depth][:w.ps]
 	if _, err := w.f.ReadAt(buf, int64(id)*w.ps); err != nil {
 		return nil, fmt.Errorf("read page %d: %w", id, err)
 	}
@@ -203,98 +208,148 @@ func (w *treeWalk) page(id uint64, what string) ([]byte, error) {
 		if _, err := w.f.ReadAt(buf[w.ps:], int64(id+1)*w.ps); err != nil {
 			return nil, fmt.Errorf("read page %d: %w", id, err)
 		}
+		w.bufs[depth] = buf
 	}
 	return buf, nil
 }
 
-// tree checks the page tree rooted at page id, depth levels down.
-func (w *treeWalk) tree(id uint64, depth int) error {
+// tree checks the page tree rooted at page id, depth levels down, and
+// the buckets below it. Its keys must increase strictly and lie in
+// [lo, hi) (nil: unbounded), the order bbolt's own walk at open checks:
+// an error there is raised while that walk's goroutine still reads pages
+// of a transaction being closed, so it must never happen. It returns the
+// subtree's greatest key, as that walk computes it (a copy).
+func (w *treeWalk) tree(id uint64, depth int, lo, hi []byte) ([]byte, error) {
 	if depth > maxTreeDepth {
-		return fmt.Errorf("page %d is %d levels deep", id, depth)
+		return nil, fmt.Errorf("page %d is %d levels deep", id, depth)
 	}
-	p, err := w.page(id, "the tree")
+	p, err := w.page(id, depth, "the tree")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	flags, count := native.Uint16(p[8:]), int(native.Uint16(p[10:]))
 	if boltPageHeader+count*boltElement > len(p) {
-		return fmt.Errorf("page %d has %d elements, more than fit in %d bytes", id, count, len(p))
+		return nil, fmt.Errorf("page %d has %d elements, more than fit in %d bytes", id, count, len(p))
 	}
 	switch flags {
 	case boltBranchPage:
-		if count == 0 {
-			return fmt.Errorf("branch page %d has no elements", id)
-		}
-		for i := range count {
-			e := boltPageHeader + i*boltElement
-			pos, ksize := uint64(native.Uint32(p[e:])), uint64(native.Uint32(p[e+4:]))
-			if uint64(e)+pos+ksize > uint64(len(p)) {
-				return fmt.Errorf("branch page %d element %d: key of %d bytes at %d runs past the page", id, i, ksize, pos)
-			}
-			if err := w.tree(native.Uint64(p[e+8:]), depth+1); err != nil {
-				return err
-			}
-		}
-		return nil
+		return w.branch(p, id, count, depth, lo, hi)
 	case boltLeafPage:
-		return w.leaf(p, fmt.Sprintf("leaf page %d", id), depth)
+		return w.leaf(p, fmt.Sprintf("leaf page %d", id), depth, lo, hi)
 	}
-	return fmt.Errorf("page %d in the tree has type %#x, not branch or leaf", id, flags)
+	return nil, fmt.Errorf("page %d in the tree has type %#x, not branch or leaf", id, flags)
+}
+
+// branch checks branch page p (page id, count elements) and its children.
+func (w *treeWalk) branch(p []byte, id uint64, count, depth int, lo, hi []byte) ([]byte, error) {
+	if count == 0 {
+		return nil, fmt.Errorf("branch page %d has no elements", id)
+	}
+	keys := make([][]byte, count)
+	for i := range keys {
+		e := boltPageHeader + i*boltElement
+		pos, ksize := uint64(native.Uint32(p[e:])), uint64(native.Uint32(p[e+4:]))
+		if uint64(e)+pos+ksize > uint64(len(p)) {
+			return nil, fmt.Errorf("branch page %d element %d: key of %d bytes at %d runs past the page", id, i, ksize, pos)
+		}
+		keys[i] = p[uint64(e)+pos : uint64(e)+pos+ksize]
+	}
+	what := fmt.Sprintf("branch page %d", id)
+	running, greatest := lo, []byte(nil)
+	for i, key := range keys {
+		if err := keyOrder(what, i, key, running, hi); err != nil {
+			return nil, err
+		}
+		next := hi
+		if i+1 < count {
+			next = keys[i+1]
+		}
+		var err error
+		if greatest, err = w.tree(native.Uint64(p[boltPageHeader+i*boltElement+8:]), depth+1, key, next); err != nil {
+			return nil, err
+		}
+		running = greatest
+	}
+	return greatest, nil
+}
+
+// keyOrder checks element i's key against the previous key (the bound
+// for the first) and the upper bound hi, as bbolt's verifyKeyOrder does.
+func keyOrder(what string, i int, key, prev, hi []byte) error {
+	switch {
+	case i == 0 && prev != nil && bytes.Compare(prev, key) > 0:
+		return fmt.Errorf("%s element 0: key %x is below its parent's %x", what, key, prev)
+	case i > 0 && bytes.Compare(prev, key) >= 0:
+		return fmt.Errorf("%s element %d: key %x is not above the previous key %x", what, i, key, prev)
+	case hi != nil && bytes.Compare(key, hi) >= 0:
+		return fmt.Errorf("%s element %d: key %x is not below the next key of its parent %x", what, i, key, hi)
+	}
+	return nil
 }
 
 // leaf checks the elements of leaf page p (a page of the file, or an
-// inline bucket's page inside a value) and the buckets they hold.
-func (w *treeWalk) leaf(p []byte, what string, depth int) error {
+// inline bucket's page inside a value), keys in [lo, hi), and the buckets
+// they hold, and returns its last key (a copy).
+func (w *treeWalk) leaf(p []byte, what string, depth int, lo, hi []byte) ([]byte, error) {
 	count := int(native.Uint16(p[10:]))
 	if boltPageHeader+count*boltElement > len(p) {
-		return fmt.Errorf("%s has %d elements, more than fit in %d bytes", what, count, len(p))
+		return nil, fmt.Errorf("%s has %d elements, more than fit in %d bytes", what, count, len(p))
 	}
+	running := lo
 	for i := range count {
 		e := boltPageHeader + i*boltElement
 		flags := native.Uint32(p[e:])
 		pos, ksize, vsize := uint64(native.Uint32(p[e+4:])), uint64(native.Uint32(p[e+8:])), uint64(native.Uint32(p[e+12:]))
 		end := uint64(e) + pos + ksize + vsize
 		if end > uint64(len(p)) {
-			return fmt.Errorf("%s element %d: key and value of %d bytes at %d run past it", what, i, ksize+vsize, pos)
+			return nil, fmt.Errorf("%s element %d: key and value of %d bytes at %d run past it", what, i, ksize+vsize, pos)
 		}
+		key := p[end-vsize-ksize : end-vsize]
+		if err := keyOrder(what, i, key, running, hi); err != nil {
+			return nil, err
+		}
+		running = key
 		switch flags {
 		case 0:
 			continue
 		case boltBucketLeaf:
 		default:
-			return fmt.Errorf("%s element %d has flags %#x", what, i, flags)
+			return nil, fmt.Errorf("%s element %d has flags %#x", what, i, flags)
 		}
 		v := p[end-vsize : end]
 		if vsize < boltBucketHdr {
-			return fmt.Errorf("%s element %d: bucket header of %d bytes, want %d", what, i, vsize, boltBucketHdr)
+			return nil, fmt.Errorf("%s element %d: bucket header of %d bytes, want %d", what, i, vsize, boltBucketHdr)
 		}
 		if depth+1 > maxTreeDepth {
-			return fmt.Errorf("%s element %d: buckets nested %d deep", what, i, depth+1)
+			return nil, fmt.Errorf("%s element %d: buckets nested %d deep", what, i, depth+1)
 		}
 		if root := native.Uint64(v); root != 0 {
-			if err := w.tree(root, depth+1); err != nil {
-				return err
+			if _, err := w.tree(root, depth+1, nil, nil); err != nil {
+				return nil, err
 			}
 			continue
 		}
 		inline := v[boltBucketHdr:]
 		if len(inline) < boltPageHeader {
-			return fmt.Errorf("%s element %d: inline bucket of %d bytes has no page header", what, i, len(inline))
+			return nil, fmt.Errorf("%s element %d: inline bucket of %d bytes has no page header", what, i, len(inline))
 		}
 		if flags := native.Uint16(inline[8:]); flags != boltLeafPage {
-			return fmt.Errorf("%s element %d: inline bucket page has type %#x, not leaf", what, i, flags)
+			return nil, fmt.Errorf("%s element %d: inline bucket page has type %#x, not leaf", what, i, flags)
 		}
-		if err := w.leaf(inline, fmt.Sprintf("the inline bucket of %s element %d", what, i), depth+1); err != nil {
-			return err
+		if _, err := w.leaf(inline, fmt.Sprintf("the inline bucket of %s element %d", what, i), depth+1, nil, nil); err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	if count == 0 {
+		return nil, nil
+	}
+	return bytes.Clone(running), nil
 }
 
 // freelist checks the synced freelist at page id: a freelist page whose
 // ids lie below the high-water mark, are listed once and are not used.
 func (w *treeWalk) freelist(id uint64) error {
-	p, err := w.page(id, "the meta's freelist")
+	p, err := w.page(id, 0, "the meta's freelist")
 	if err != nil {
 		return err
 	}
