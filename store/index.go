@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -71,6 +72,9 @@ func openIndex(st *Store, path string) (*index, error) {
 		}
 		return nil, indexCorrupt(path, err)
 	}
+	if errors.Is(err, bolt.ErrInvalid) || errors.Is(err, bolt.ErrChecksum) || errors.Is(err, bolt.ErrVersionMismatch) {
+		return nil, indexCorrupt(path, err) // what checkIndexFile would have said
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +93,7 @@ func (x *index) Close() error {
 
 // View runs fn in a read-only transaction (bolt.DB.View), guarded.
 func (x *index) View(fn func(*bolt.Tx) error) error {
-	return x.check(guard(func() error { return x.DB.View(fn) }))
+	return x.noteDamage(guard(func() error { return x.DB.View(fn) }))
 }
 
 // Update runs fn in a read-write transaction and commits it, guarded, as
@@ -116,7 +120,7 @@ func (x *index) Update(fn func(*bolt.Tx) error) error {
 	})
 	if err != nil {
 		_, damaged := err.(damage)
-		err = x.check(err)
+		err = x.noteDamage(err)
 		x.end(tx, damaged)
 	}
 	return err
@@ -152,15 +156,16 @@ func (x *index) rolledBack(fn func(*bolt.Tx) error) error {
 	}
 	err = guard(func() error { return fn(tx) })
 	_, damaged := err.(damage)
-	err = x.check(err)
+	err = x.noteDamage(err)
 	x.end(tx, damaged)
 	return err
 }
 
-// check turns a damage error from guard into ErrIndexCorrupt and makes
-// the store read-only: an index that showed damage once is not trusted
-// with another change. Other errors pass through.
-func (x *index) check(err error) error {
+// noteDamage turns a damage error from guard into ErrIndexCorrupt, logs
+// it with its stack and makes the store read-only: an index that showed
+// damage once is not trusted with another change. Other errors pass
+// through.
+func (x *index) noteDamage(err error) error {
 	d, ok := err.(damage)
 	if !ok {
 		return err
