@@ -12,7 +12,7 @@ import (
 )
 
 // restoreAdvice is what an operator does about a damaged index.
-const restoreAdvice = "templatefs will not read or change it; rebuild the store with `templatefs restore BACKUP_DIR NEW_STORE` " +
+const restoreAdvice = "rebuild the store with `templatefs restore BACKUP_DIR NEW_STORE` " +
 	"from a backup of the mount (its store.db and generation payloads)"
 
 // indexCorrupt is the ErrIndexCorrupt error for the index file at path:
@@ -184,7 +184,12 @@ type damage struct {
 	stack []byte
 }
 
-func (d damage) Error() string { return fmt.Sprintf("%v", d.value) }
+func (d damage) Error() string {
+	if f, ok := d.value.(interface{ Addr() uintptr }); ok { // a fault (debug.SetPanicOnFault)
+		return fmt.Sprintf("reading the mapped file faulted at %#x, so it is shorter than its pages or unreadable (%v)", f.Addr(), d.value)
+	}
+	return fmt.Sprintf("%v", d.value)
+}
 
 // guard runs op, which begins and ends a bbolt transaction in this
 // goroutine, with faults on mapped memory turned into panics
