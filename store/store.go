@@ -324,7 +324,7 @@ func (s *Store) recover(keepPayloads bool) error {
 	}
 	if keepPayloads {
 		for _, name := range leftovers {
-			s.log.Warn("keeping payload without a generation record: the index fell back to its older meta page, so its last commit may be lost; templatefs fsck --repair removes it",
+			s.log.Warn("keeping payload without a generation record: a meta page of the index is invalid, so the commit of its record may be lost; templatefs fsck --repair removes it",
 				"path", filepath.Join(payload, name))
 		}
 		return nil
