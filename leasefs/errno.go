@@ -48,13 +48,13 @@ var errnoDocs = [...]string{
 	EACCES:    "the caller is neither the store owner nor root: only they may change the tree, other users may only read; without allow_other the kernel refuses other users everything with EACCES",
 	EINVAL:    "a bad value: a lease name that is not a clone ID, or a write(2) that is not one command of the lease or ctl file's grammar",
 	EBUSY:     "the clone ID is already leased on another generation or key, the lease is bound to another process, its bound process is still running, or a retiring generation still holds leases",
-	EROFS:     "the node is immutable: payloads, rendered files and fixed directories take no write-open, truncate, chmod, chown, utimes or xattr change",
+	EROFS:     "the node is immutable: payloads, rendered files and fixed directories take no write-open, truncate, chmod, chown, utimes or xattr change; or the whole store is read-only (`read_only` in `MNT/store` says why) and takes no change at all",
 	ENOTDIR:   "a directory operation named a file",
 	EISDIR:    "a file operation named a directory",
 	EOVERFLOW: "an object number does not fit an inode number (above 2^56-1)",
 	ESRCH:     "a `pid N` write names no running process (or a thread that is not a thread-group leader, or a process that has exited)",
 	ETIMEDOUT: "a `kill` write: the bound process was still there when the bounded wait ended, or could not be signalled; the lease stays, in state teardown-failed",
-	EIO:       "store I/O failed or the index is damaged (including a malformed settings row); an error without a row in the table is logged with its whole chain",
+	EIO:       "store I/O failed or the index is damaged (including a malformed settings row; damage found while mounted also makes the store read-only); an error without a row in the table is logged with its whole chain",
 }
 
 // String returns the errno's name, e.g. "EROFS".
@@ -106,6 +106,8 @@ type ErrnoRow struct {
 // lease (state teardown-failed), and the caller must be able to tell.
 var errnoTable = []ErrnoRow{
 	{ErrAccess, "leasefs.ErrAccess", EACCES, "a create, unlink, rmdir, rename, write, write-open, setattr or xattr change by a uid other than the store owner and root; nothing changes"},
+	{store.ErrReadOnly, "store.ErrReadOnly", EROFS, "any change (lease create, bind, kill or release, tombstone, lift, retire) while the store is read-only: the index showed damage or an fsync failed since the daemon started; `read_only` in `MNT/store` gives the reason, and only a restart clears it; nothing changes"},
+	{store.ErrIndexCorrupt, "store.ErrIndexCorrupt", EIO, "the operation read a damaged index page (a bbolt assertion or a fault on the mapped file); it fails, the damage is logged and the store turns read-only"},
 	{store.ErrNotFound, "store.ErrNotFound", ENOENT, "the generation, key or lease does not exist, or is not under this directory"},
 	{store.ErrInvalidID, "store.ErrInvalidID", EINVAL, "a created lease name is not a clone ID: 1 to 128 bytes of `[A-Za-z0-9._-]`, not starting with `.` or `-`"},
 	{store.ErrTombstoned, "store.ErrTombstoned", EPERM, "creating a lease on a tombstoned generation; granted leases keep working (fuse-and-store-notes.md §C6: a refusal per object)"},

@@ -57,11 +57,20 @@ func (w *kv) line(key string, value any) {
 	fmt.Fprintf(&w.b, "%s: %v\n", key, value)
 }
 
-// renderStore renders MNT/store: identity, schema, counts and the
-// eligibility settings.
+// renderStore renders MNT/store: identity, schema, counts, the
+// eligibility settings and whether the store is read-only (and why). A
+// read-only store whose index cannot be read shows only the read_only
+// line, so the reason stays visible.
 func (f *FS) renderStore() ([]byte, error) {
 	info, err := f.st.Info()
+	readOnly := "no"
+	if ro := f.st.ReadOnly(); ro != nil { // read after Info, which may have found the damage
+		readOnly = ro.Error()
+	}
 	if err != nil {
+		if readOnly != "no" {
+			return []byte("read_only: " + readOnly + "\n"), nil
+		}
 		return nil, err
 	}
 	var w kv
@@ -82,6 +91,7 @@ func (f *FS) renderStore() ([]byte, error) {
 	w.line("restore_window", info.Settings.RestoreWindow)
 	w.line("refuse_reboot", info.Settings.RefuseReboot)
 	w.line("refuse_other_host", info.Settings.RefuseOtherHost)
+	w.line("read_only", readOnly)
 	return []byte(w.b.String()), nil
 }
 

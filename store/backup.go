@@ -134,10 +134,15 @@ func copyIndex(dst, src string) error {
 	return out.Close()
 }
 
-// adoptIndex checks the schema of the restored index at path, gives it a
-// new store ID with the backup's recorded as meta/restored_from (one
-// committed, fsynced transaction) and returns every generation record.
+// adoptIndex checks the restored index at path (a damaged snapshot,
+// checkIndexFile or a panic or fault while reading it, is
+// ErrIndexCorrupt), checks its schema, gives it a new store ID with the
+// backup's recorded as meta/restored_from (one committed, fsynced
+// transaction) and returns every generation record.
 func adoptIndex(path string) ([]Generation, error) {
+	if _, err := checkIndexFile(path); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v; restore from another backup", ErrIndexCorrupt, path, err)
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("open index %s: %w", path, err)
@@ -148,27 +153,32 @@ func adoptIndex(path string) ([]Generation, error) {
 		return nil, fmt.Errorf("store ID: %w", err)
 	}
 	var gens []Generation
-	err = db.Update(func(tx *bolt.Tx) error {
-		if err := checkSchema(tx); err != nil {
-			return err
-		}
-		meta := tx.Bucket(bucketMeta)
-		if err := meta.Put(keyRestoredFrom, bytes.Clone(meta.Get(keyStoreID))); err != nil {
-			return err
-		}
-		if err := meta.Put(keyStoreID, id[:]); err != nil {
-			return err
-		}
-		b := tx.Bucket(bucketGenerations)
-		return b.ForEach(func(k, _ []byte) error {
-			var g Generation
-			if _, err := getJSON(b, k, &g); err != nil {
+	err = guard(func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			if err := checkSchema(tx); err != nil {
 				return err
 			}
-			gens = append(gens, g)
-			return nil
+			meta := tx.Bucket(bucketMeta)
+			if err := meta.Put(keyRestoredFrom, bytes.Clone(meta.Get(keyStoreID))); err != nil {
+				return err
+			}
+			if err := meta.Put(keyStoreID, id[:]); err != nil {
+				return err
+			}
+			b := tx.Bucket(bucketGenerations)
+			return b.ForEach(func(k, _ []byte) error {
+				var g Generation
+				if _, err := getJSON(b, k, &g); err != nil {
+					return err
+				}
+				gens = append(gens, g)
+				return nil
+			})
 		})
 	})
+	if _, ok := err.(damage); ok {
+		return nil, fmt.Errorf("%w: %s: %v; restore from another backup", ErrIndexCorrupt, path, err)
+	}
 	if cerr := db.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close index %s: %w", path, cerr)
 	}

@@ -94,6 +94,9 @@ func (s *Store) KillLease(cloneID string, wait time.Duration) error {
 // another sequence number is left alone and ErrNotFound returned, so a
 // stale handle never tears down a newer clone.
 func (s *Store) KillLeaseSeq(cloneID string, seq uint64, wait time.Duration) error {
+	if err := s.ReadOnly(); err != nil { // the kill could not be recorded
+		return fmt.Errorf("kill lease %q: %w", cloneID, err)
+	}
 	lease, err := s.Lease(cloneID)
 	if err != nil {
 		return err

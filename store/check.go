@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -37,7 +36,9 @@ const (
 	ProblemArtifactLinks      = "artifact-links"           // an artifact has more than one hard link: another name can change it
 	ProblemArtifactDigest     = "artifact-digest"          // an artifact's SHA-256 differs from the record (CheckOptions.Digests)
 	ProblemArtifactUnexpected = "artifact-unexpected"      // a payload directory holds an entry the record does not list
-	ProblemPayloadOrphaned    = "payload-orphaned"         // a payload directory without a generation record
+	ProblemPayloadOrphaned    = "payload-orphaned"         // a payload directory without a generation record, at or below the publication sequence (a crashed publication's leftover)
+	ProblemPayloadAhead       = "payload-ahead"            // a payload directory above the publication sequence or not named by a generation ID: the index is older than the payloads; never repaired (Open refuses such a store)
+	ProblemIndexCorrupt       = "index-corrupt"            // the index file is damaged (ErrIndexCorrupt): reported by templatefs fsck when Open or Check fails so; never repaired
 	ProblemStagingLeftover    = "staging-leftover"         // an entry in staging/ that no publication in progress owns
 	ProblemRetirementPending  = "retirement-pending"       // a retiring generation with no leases left is not yet deleted (also seen while a release is finishing it)
 )
@@ -80,9 +81,10 @@ func (c *checker) add(kind, subject, format string, args ...any) int {
 // then computed without holding anything, so releases and retirements
 // proceed meanwhile. Publications in progress are not reported. Check
 // changes nothing unless opts.Repair, and then only what
-// CheckOptions.Repair lists, marking those problems Repaired. It returns
-// an error only when it cannot look (an unreadable directory, a failed
-// repair transaction).
+// CheckOptions.Repair lists, marking those problems Repaired; a read-only
+// store (Store.ReadOnly) repairs nothing and returns its error with the
+// problems. It returns an error only when it cannot look (an unreadable
+// directory, ErrIndexCorrupt) or repair (a failed repair transaction).
 func (s *Store) Check(opts CheckOptions) ([]Problem, error) {
 	c := &checker{fixIndex: map[int]func(*bolt.Tx) error{}, fixFiles: map[int]func() error{}}
 	jobs, err := s.inspect(c)
@@ -95,6 +97,9 @@ func (s *Store) Check(opts CheckOptions) ([]Problem, error) {
 		}
 	}
 	if opts.Repair {
+		if err := s.ReadOnly(); err != nil {
+			return c.problems, fmt.Errorf("check: repair: %w", err)
+		}
 		s.maint.Lock()
 		defer s.maint.Unlock()
 		if err := s.repair(c); err != nil {
@@ -112,7 +117,10 @@ func (s *Store) inspect(c *checker) ([]digestJob, error) {
 	var gens []Generation
 	// bbolt's Tx.Check is only safe alongside other writers on a writable
 	// transaction; this one writes nothing and is rolled back.
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	if s.db.otherMeta != nil {
+		c.add(ProblemIndex, IndexFile, "%v; bbolt uses the other meta page, and the next commit rewrites this one", s.db.otherMeta)
+	}
+	err := s.db.rolledBack(func(tx *bolt.Tx) error {
 		for err := range tx.Check() {
 			c.add(ProblemIndex, "index.db", "%v", err)
 		}
@@ -129,9 +137,9 @@ func (s *Store) inspect(c *checker) ([]digestJob, error) {
 				c.fixFiles[i] = func() error { return s.finishRetirement(id) }
 			}
 		}
-		return errUnchanged
+		return nil
 	})
-	if !errors.Is(err, errUnchanged) {
+	if err != nil {
 		return nil, err
 	}
 	return s.checkPayloads(c, gens)

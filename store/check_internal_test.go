@@ -62,6 +62,9 @@ func TestCheckPendingRetirement(t *testing.T) {
 func TestCheckSparesPublicationInProgress(t *testing.T) {
 	st, _ := openLeaseStore(t)
 	id := GenerationID(7)
+	if err := st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketGenerations).SetSequence(uint64(id)) }); err != nil {
+		t.Fatal(err) // Publish reserves the ID before it creates any directory
+	}
 	st.beginPublication(id)
 	for _, sub := range []string{StagingDir, PayloadDir} {
 		if err := os.Mkdir(filepath.Join(st.dir, sub, id.String()), 0o700); err != nil {

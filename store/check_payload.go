@@ -81,8 +81,28 @@ func (s *Store) checkPayloads(c *checker, gens []Generation) ([]digestJob, error
 			return nil, err
 		}
 	}
+	// Read after the listing: a publication's ID is reserved before its
+	// payload directory exists, so a listed directory of a publication in
+	// progress is at or below this sequence.
+	var seq uint64
+	if err := s.db.View(func(tx *bolt.Tx) error { seq = tx.Bucket(bucketGenerations).Sequence(); return nil }); err != nil {
+		return nil, err
+	}
 	for _, e := range entries {
-		if err := s.checkLeftover(c, e.Name(), unclaimed[e.Name()], PayloadDir, ProblemPayloadOrphaned, "no generation record"); err != nil {
+		if !unclaimed[e.Name()] {
+			continue
+		}
+		if gone, err := s.abandoned(PayloadDir, e.Name()); err != nil || !gone {
+			if err != nil {
+				return nil, err
+			}
+			continue // a publication in progress, or committed meanwhile
+		}
+		if why := unexplainedPayload(e.Name(), seq); why != "" {
+			c.add(ProblemPayloadAhead, PayloadDir+"/"+e.Name(), "%s: the index is older than this payload (rolled back or swapped), or it was put there by hand; not removed", why)
+			continue
+		}
+		if err := s.checkLeftover(c, e.Name(), true, PayloadDir, ProblemPayloadOrphaned, "no generation record"); err != nil {
 			return nil, err
 		}
 	}

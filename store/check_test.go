@@ -131,10 +131,16 @@ var corruptions = []corruption{
 			t.Fatal(err)
 		}
 	}, want: []string{store.ProblemPayloadMissing}},
-	{name: "orphaned payload", files: func(t *testing.T, dir string, g1, g2 store.Generation) {
+	{name: "orphaned payload", index: func(tx *bolt.Tx, key []byte) error {
+		return tx.Bucket([]byte("generations")).SetSequence(99) // IDs up to 99 were reserved
+	}, files: func(t *testing.T, dir string, g1, g2 store.Generation) {
 		writeFile(t, filepath.Join(dir, store.PayloadDir, "g000099", "state.bin"))
-		writeFile(t, filepath.Join(dir, store.PayloadDir, "junk", "x"))
+		writeFile(t, filepath.Join(dir, store.PayloadDir, "g000098", "state.bin"))
 	}, want: []string{store.ProblemPayloadOrphaned, store.ProblemPayloadOrphaned}, repairable: true},
+	{name: "payload ahead of the index", files: func(t *testing.T, dir string, g1, g2 store.Generation) {
+		writeFile(t, filepath.Join(dir, store.PayloadDir, "g000003", "state.bin"))
+		writeFile(t, filepath.Join(dir, store.PayloadDir, "junk", "x"))
+	}, want: []string{store.ProblemPayloadAhead, store.ProblemPayloadAhead}},
 	{name: "staging leftover", files: func(t *testing.T, dir string, g1, g2 store.Generation) {
 		writeFile(t, filepath.Join(dir, store.StagingDir, "g000003", "memory.bin"))
 	}, want: []string{store.ProblemStagingLeftover}, repairable: true},

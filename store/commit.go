@@ -1,7 +1,6 @@
 package store
 
 import (
-	"fmt"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -29,7 +28,7 @@ const maxGroup = 1000
 // A request function must be side-effect free outside its transaction:
 // it may run more than once (see commit), and only its last run counts.
 type groupCommitter struct {
-	db *bolt.DB
+	db *index
 
 	mu      sync.Mutex
 	busy    bool             // a leader is running a group now
@@ -50,21 +49,16 @@ type commitOutcome struct {
 	err  error
 }
 
-// commitPanic carries a panic out of a request function, so that it is
-// raised again in the submitting caller's goroutine, not in the leader's.
-type commitPanic struct{ value any }
-
-func (p commitPanic) Error() string { return fmt.Sprintf("panic in commit request: %v", p.value) }
-
-func newGroupCommitter(db *bolt.DB) *groupCommitter { return &groupCommitter{db: db} }
+func newGroupCommitter(db *index) *groupCommitter { return &groupCommitter{db: db} }
 
 // update runs fn in a read-write transaction, possibly shared with other
 // callers' functions, and returns once that transaction has committed
 // (fn's writes are durable) or fn's own error, in which case none of fn's
 // writes were committed. Another request's failure is never returned here
-// and never undoes fn. If fn panics, update panics with the same value in
-// the caller's goroutine. fn may run more than once (commit) and must
-// therefore only change state through tx.
+// and never undoes fn, with one exception: a panic inside the transaction
+// (fn's or bbolt's) is index damage (index.Update), and fails every
+// request of the group with ErrIndexCorrupt. fn may run more than once
+// (commit) and must therefore only change state through tx.
 func (c *groupCommitter) update(fn func(*bolt.Tx) error) error {
 	r := &commitRequest{fn: fn, done: make(chan commitOutcome, 1)}
 	c.mu.Lock()
@@ -74,19 +68,11 @@ func (c *groupCommitter) update(fn func(*bolt.Tx) error) error {
 	c.mu.Unlock()
 	if !lead {
 		if o := <-r.done; !o.lead {
-			return raise(o.err)
+			return o.err
 		}
 	}
 	c.lead()
-	return raise((<-r.done).err)
-}
-
-// raise re-panics a panic carried out of the request's function.
-func raise(err error) error {
-	if p, ok := err.(commitPanic); ok {
-		panic(p.value)
-	}
-	return err
+	return (<-r.done).err
 }
 
 // lead takes the pending requests (up to maxGroup), commits them as one
@@ -132,7 +118,7 @@ func (c *groupCommitter) commit(group []*commitRequest) {
 		bad := -1
 		err := c.db.Update(func(tx *bolt.Tx) error {
 			for i, r := range group {
-				if err := call(r.fn, tx); err != nil {
+				if err := r.fn(tx); err != nil {
 					bad = i
 					return err
 				}
@@ -149,16 +135,6 @@ func (c *groupCommitter) commit(group []*commitRequest) {
 		group = append(group[:bad:bad], group[bad+1:]...)
 	}
 	for _, r := range failed {
-		r.err = c.db.Update(func(tx *bolt.Tx) error { return call(r.fn, tx) })
+		r.err = c.db.Update(r.fn)
 	}
-}
-
-// call runs fn, turning a panic into a commitPanic error.
-func call(fn func(*bolt.Tx) error, tx *bolt.Tx) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = commitPanic{v}
-		}
-	}()
-	return fn(tx)
 }

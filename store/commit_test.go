@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -324,34 +325,41 @@ func TestGroupCommitterShares(t *testing.T) {
 	}
 }
 
-// TestGroupCommitterPanic checks that a panicking request panics in its
-// own caller with its own value, while the others in its group commit and
-// the committer keeps working.
+// TestGroupCommitterPanic checks that a panic inside a group's transaction
+// is taken for index damage: every request of the group fails with
+// ErrIndexCorrupt (none is committed, and no panic reaches a caller), the
+// store turns read-only, and later requests are refused with ErrReadOnly.
 func TestGroupCommitterPanic(t *testing.T) {
 	bucket := []byte("b")
 	db := openBolt(t, bucket)
 	c := newGroupCommitter(db)
 	release := holdCommitter(t, c)
-	panicked := make(chan any, 1)
-	go func() {
-		defer func() { panicked <- recover() }()
-		c.update(func(*bolt.Tx) error { panic("boom") })
-	}()
+	results := make(chan error, 2)
+	go func() { results <- c.update(func(*bolt.Tx) error { panic("boom") }) }()
 	waitPending(t, c, 1)
-	good := make(chan error, 1)
 	go func() {
-		good <- c.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte("k"), []byte("v")) })
+		results <- c.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte("k"), []byte("v")) })
 	}()
 	waitPending(t, c, 2)
 	release()
-	if v := <-panicked; v != "boom" {
-		t.Errorf("panicking request's caller recovered %v, want boom", v)
+	for range 2 {
+		if err := <-results; !errors.Is(err, ErrIndexCorrupt) || !strings.Contains(err.Error(), "boom") {
+			t.Errorf("request in a group that panicked: %v, want ErrIndexCorrupt naming the panic", err)
+		}
 	}
-	if err := <-good; err != nil {
-		t.Errorf("request beside a panic: %v", err)
+	if err := db.st.ReadOnly(); !errors.Is(err, ErrReadOnly) || !errors.Is(err, ErrIndexCorrupt) {
+		t.Errorf("ReadOnly after a panic = %v, want ErrReadOnly for ErrIndexCorrupt", err)
 	}
-	if err := c.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Delete([]byte("k")) }); err != nil {
-		t.Errorf("update after a panic: %v", err)
+	if err := c.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte("k"), []byte("v")) }); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("update after a panic: %v, want ErrReadOnly", err)
+	}
+	if err := db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucket).Get([]byte("k")); v != nil {
+			t.Errorf("key committed beside a panic: %q", v)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -368,12 +376,15 @@ func TestGroupCommitterClosed(t *testing.T) {
 	}
 }
 
-func openBolt(t *testing.T, bucket []byte) *bolt.DB {
+// openBolt opens a new bbolt file holding bucket, as the index of a
+// Store value that has nothing else.
+func openBolt(t *testing.T, bucket []byte) *index {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "test.db"), 0o600, nil)
+	raw, err := bolt.Open(filepath.Join(t.TempDir(), "test.db"), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	db := &index{DB: raw, st: &Store{log: slog.New(slog.DiscardHandler), now: time.Now}}
 	t.Cleanup(func() { db.Close() })
 	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket(bucket); return err }); err != nil {
 		t.Fatal(err)

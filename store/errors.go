@@ -21,6 +21,19 @@ var (
 	// ErrSchemaTooNew is returned by Open when the schema version is newer
 	// than SchemaVersion.
 	ErrSchemaTooNew = errors.New("store schema is newer than this build")
+	// ErrIndexCorrupt is returned by Open when the index file is damaged
+	// (truncated, both meta pages invalid, a page tree bbolt could not
+	// walk safely, a freelist naming pages in use), and by any call that
+	// finds damage while the store is open, which also makes the store
+	// read-only. The message names the file, what is wrong and how to
+	// restore the store from a backup.
+	ErrIndexCorrupt = errors.New("index is damaged")
+	// ErrPayloadAhead is returned by Open when payload/ holds directories
+	// the index cannot explain: IDs above the index's publication
+	// sequence, or names that are no generation ID. The index is older
+	// than the payloads (rolled back or swapped); the message names the
+	// directories and nothing is deleted.
+	ErrPayloadAhead = errors.New("payload directories the index does not know")
 	// ErrUnsafePath is returned by Init and Open when a path in the store is
 	// a symbolic link, is owned by another user, or is group- or
 	// world-writable, or a directory above the store lets another user

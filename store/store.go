@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -57,7 +58,7 @@ type Options struct {
 type Store struct {
 	dir  string
 	root *os.File // dir itself, open from Open to Close: payloads are opened relative to it
-	db   *bolt.DB
+	db   *index
 	lock *flock.Flock
 	log  *slog.Logger
 	now  func() time.Time
@@ -75,6 +76,9 @@ type Store struct {
 	// pubMu guards publishing: the IDs of publications in progress.
 	pubMu      sync.Mutex
 	publishing map[GenerationID]bool
+
+	// readOnly is set once, by setReadOnly (readonly.go).
+	readOnly atomic.Pointer[readOnlyError]
 }
 
 // Init creates a new, empty store in dir: the directory itself (mode 0700)
@@ -167,11 +171,19 @@ func initStore(dir string, set *Settings) error {
 // lock (ErrStoreInUse, naming its pid), and that the index carries
 // SchemaIdentity and SchemaVersion (ErrNotStore, ErrSchemaUnknown,
 // ErrSchemaUnversioned, ErrSchemaTooOld, ErrSchemaTooNew, each naming what
-// was found) and valid settings (ErrInvalidSettings). It then removes
-// publication leftovers (everything in staging/ and payload directories
-// with no generation record) and finishes retirements a crash interrupted
-// (Retire), unless opts.NoRecover. The store directory stays open until
-// Close; payload files are opened relative to it (OpenPayload).
+// was found) and valid settings (ErrInvalidSettings). Before bbolt maps
+// the index it checks the file's structure (ErrIndexCorrupt names the
+// file, the damage and how to restore). It then removes publication
+// leftovers (everything in staging/ and payload directories with no
+// generation record) and finishes retirements a crash interrupted
+// (Retire), unless opts.NoRecover. A payload directory the index cannot
+// explain (an ID above its publication sequence, a name that is no
+// generation ID) makes it refuse with ErrPayloadAhead before anything
+// is removed. When one of the index's two meta pages is invalid (a meta
+// write torn by a crash, or damage) bbolt uses the other; Open then logs
+// a warning and removes no payload directory (Check reports them). The
+// store directory stays open until Close; payload files are opened
+// relative to it (OpenPayload).
 func Open(dir string, opts Options) (*Store, error) {
 	// An absolute path keeps payload opens working if the process changes
 	// directory later (libfuse's daemon setup may chdir to /).
@@ -219,10 +231,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.lock.Close()
 		return nil, fmt.Errorf("open store %s: record lock owner: %w", dir, err)
 	}
-	s.db, err = bolt.Open(filepath.Join(dir, IndexFile), 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true})
+	s.db, err = openIndex(s, filepath.Join(dir, IndexFile))
 	if err != nil {
 		s.lock.Close()
-		return nil, fmt.Errorf("open store %s: %w", filepath.Join(dir, IndexFile), err)
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	s.commits = newGroupCommitter(s.db)
 	if s.root, err = openDir(dir); err != nil {
@@ -239,10 +251,13 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
+	if s.db.otherMeta != nil {
+		s.log.Warn("index meta page invalid; bbolt uses the other one: if the invalid one was the newer, its commit is lost", "index", s.db.Path(), "meta", s.db.otherMeta.Error())
+	}
 	if opts.NoRecover {
 		return s, nil
 	}
-	if err := s.recover(); err != nil {
+	if err := s.recover(s.db.otherMeta != nil); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store %s: recover: %w", dir, err)
 	}
@@ -289,10 +304,36 @@ func checkSchema(tx *bolt.Tx) error {
 
 // recover removes what a crashed publication left: every entry of
 // staging/, and every payload directory whose generation has no record
-// (its ID was reserved but the record never committed; IDs are not reused).
-func (s *Store) recover() error {
+// and whose ID is at or below the publication sequence (its ID was
+// reserved but the record never committed; IDs are not reused). It
+// first checks every payload directory, and changes nothing if one of
+// them is unexplained (unexplainedPayloads): then it returns
+// ErrPayloadAhead naming them all. With keepPayloads it removes no
+// payload directory, only staging/ entries.
+func (s *Store) recover(keepPayloads bool) error {
+	payload := filepath.Join(s.dir, PayloadDir)
+	entries, err := os.ReadDir(payload)
+	if err != nil {
+		return err
+	}
+	var leftovers []string
+	err = s.db.View(func(tx *bolt.Tx) error {
+		gens := tx.Bucket(bucketGenerations)
+		if bad := unexplainedPayloads(entries, gens.Sequence()); len(bad) > 0 {
+			return payloadAhead(bad)
+		}
+		for _, e := range entries {
+			if id, _ := ParseGenerationID(e.Name()); gens.Get(genKey(id)) == nil {
+				leftovers = append(leftovers, e.Name())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	staging := filepath.Join(s.dir, StagingDir)
-	entries, err := os.ReadDir(staging)
+	entries, err = os.ReadDir(staging)
 	if err != nil {
 		return err
 	}
@@ -307,35 +348,59 @@ func (s *Store) recover() error {
 			return err
 		}
 	}
-	payload := filepath.Join(s.dir, PayloadDir)
-	entries, err = os.ReadDir(payload)
-	if err != nil {
-		return err
-	}
-	removed := false
-	for _, e := range entries {
-		id, err := ParseGenerationID(e.Name())
-		known := false
-		if err == nil {
-			if err := s.db.View(func(tx *bolt.Tx) error {
-				known = tx.Bucket(bucketGenerations).Get(genKey(id)) != nil
-				return nil
-			}); err != nil {
-				return err
-			}
+	if keepPayloads {
+		for _, name := range leftovers {
+			s.log.Warn("keeping payload without a generation record: a meta page of the index is invalid, so the commit of its record may be lost; templatefs fsck --repair removes it",
+				"path", filepath.Join(payload, name))
 		}
-		if !known {
-			s.log.Info("removing orphaned payload", "path", filepath.Join(payload, e.Name()))
-			if err := os.RemoveAll(filepath.Join(payload, e.Name())); err != nil {
-				return err
-			}
-			removed = true
+		return nil
+	}
+	for _, name := range leftovers {
+		s.log.Info("removing orphaned payload", "path", filepath.Join(payload, name))
+		if err := os.RemoveAll(filepath.Join(payload, name)); err != nil {
+			return err
 		}
 	}
-	if removed {
+	if len(leftovers) > 0 {
 		return syncDir(payload)
 	}
 	return nil
+}
+
+// unexplainedPayloads describes the payload/ entries that no state of
+// this index can have made, each as "payload/NAME (why)": names that are
+// no generation ID (Publish only makes GenerationID.String names), and
+// IDs above seq, the publication sequence, which Publish advances in a
+// committed transaction before it creates the directory. Either means the
+// index is older than the payloads (rolled back, or swapped for another
+// store's) or the directory was put there by hand.
+func unexplainedPayloads(entries []os.DirEntry, seq uint64) []string {
+	var bad []string
+	for _, e := range entries {
+		if why := unexplainedPayload(e.Name(), seq); why != "" {
+			bad = append(bad, PayloadDir+"/"+e.Name()+" ("+why+")")
+		}
+	}
+	return bad
+}
+
+// unexplainedPayload says why payload/name cannot be a leftover of an
+// index whose publication sequence is seq, or returns "" if it can.
+func unexplainedPayload(name string, seq uint64) string {
+	id, err := ParseGenerationID(name)
+	switch {
+	case err != nil:
+		return "not a generation ID"
+	case uint64(id) > seq:
+		return fmt.Sprintf("above the publication sequence %d", seq)
+	}
+	return ""
+}
+
+// payloadAhead is the ErrPayloadAhead error for the descriptions bad.
+func payloadAhead(bad []string) error {
+	return fmt.Errorf("%w: %s; the index is older than the payloads (rolled back or swapped) and nothing was deleted: "+
+		"put back the index.db that belongs with them, or move them out of %s", ErrPayloadAhead, strings.Join(bad, ", "), PayloadDir)
 }
 
 // Close releases the index and the lock. The Store must not be used after.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,8 +19,11 @@ import (
 // publication leftovers and interrupted retirements, which a normal open
 // would clean up silently, are reported instead. With --repair the
 // problems Check can fix are fixed and printed with " (repaired)".
-// Exit status: 0 when no problem remains (none found, or all repaired),
-// 1 when any unrepaired problem remains or the store cannot be checked.
+// A damaged index (store.ErrIndexCorrupt, at open or while checking) is
+// printed as a problem of its own kind, index-corrupt, and never
+// repaired. Exit status: 0 when no problem remains (none found, or all
+// repaired), 1 when any unrepaired problem remains or the store cannot
+// be checked.
 func runFsck(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	digests := fl.Bool("digests", false, "also recompute every artifact's SHA-256 (reads every payload byte)")
 	repair := fl.Bool("repair", false, "fix what can be fixed without guessing (index rows that disagree with their records, publication leftovers, unfinished retirements, stray payload files) and mark those lines (repaired)")
@@ -29,10 +33,11 @@ func runFsck(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	}
 	st, err := store.Open(pos[0], store.Options{NoRecover: true})
 	if err != nil {
-		return err
+		return indexCorrupt(stdout, err)
 	}
 	defer st.Close()
 	problems, err := st.Check(store.CheckOptions{Digests: *digests, Repair: *repair})
+	err = indexCorrupt(stdout, err)
 	unrepaired := 0
 	for _, p := range problems {
 		fmt.Fprintln(stdout, p)
@@ -50,6 +55,15 @@ func runFsck(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 		return fmt.Errorf("%s: %d %s found, %d not repaired: %w", pos[0], len(problems), plural(len(problems), "problem"), unrepaired, errUnrepaired)
 	}
 	return nil
+}
+
+// indexCorrupt prints err as an index-corrupt problem line if it is
+// store.ErrIndexCorrupt, and returns it.
+func indexCorrupt(stdout io.Writer, err error) error {
+	if errors.Is(err, store.ErrIndexCorrupt) {
+		fmt.Fprintln(stdout, store.Problem{Kind: store.ProblemIndexCorrupt, Subject: store.IndexFile, Detail: err.Error()})
+	}
+	return err
 }
 
 // settingsFlags are the eligibility policy flags shared by init and

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"templatefs/store"
 )
@@ -44,6 +47,20 @@ func publishedStore(t *testing.T) string {
 	return st
 }
 
+// burnIDs advances the store's publication sequence to seq, as
+// publications that reserved IDs and then crashed do.
+func burnIDs(t *testing.T, st string, seq uint64) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(st, store.IndexFile), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("generations")).SetSequence(seq) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestFsck(t *testing.T) {
 	// Each row damages a fresh one-generation store, runs fsck with args
 	// (the store path appended) and wants the exit status, the stdout lines
@@ -54,6 +71,7 @@ func TestFsck(t *testing.T) {
 		args   []string
 		code   int
 		lines  []string
+		stderr string // in stderr when code is 1; default: how many problems remain
 		after  func(t *testing.T, st string)
 	}
 	exists := func(rel string, want bool) func(t *testing.T, st string) {
@@ -64,7 +82,10 @@ func TestFsck(t *testing.T) {
 			}
 		}
 	}
+	// A publication that crashed after reserving IDs 2 to 9 left
+	// payload/g000009 and staging/g000007.
 	leftovers := func(t *testing.T, st string) {
+		burnIDs(t, st, 9)
 		if err := os.Mkdir(filepath.Join(st, store.StagingDir, "g000007"), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -112,6 +133,31 @@ func TestFsck(t *testing.T) {
 			},
 		},
 		{
+			name: "payload ahead of the index is not repairable", args: []string{"--repair"}, code: 1,
+			damage: func(t *testing.T, st string) {
+				if err := os.Mkdir(filepath.Join(st, store.PayloadDir, "g000009"), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			},
+			lines: []string{"payload-ahead payload/g000009: above the publication sequence 1: the index is older than this payload"},
+			after: exists("payload/g000009", true),
+		},
+		{
+			name: "damaged index is not repairable", args: []string{"--repair"}, code: 1,
+			damage: func(t *testing.T, st string) {
+				if err := os.Truncate(filepath.Join(st, store.IndexFile), 3*4096+100); err != nil {
+					t.Fatal(err)
+				}
+			},
+			lines:  []string{"index-corrupt index.db: open store STORE: index is damaged: STORE/index.db: the file is 12388 bytes, but its meta page"},
+			stderr: "rebuild the store with `templatefs restore BACKUP_DIR NEW_STORE` from a backup of the mount",
+			after: func(t *testing.T, st string) {
+				if fi, err := os.Stat(filepath.Join(st, store.IndexFile)); err != nil || fi.Size() != 3*4096+100 {
+					t.Errorf("index after fsck --repair: %v, %v; want it untouched", fi, err)
+				}
+			},
+		},
+		{
 			name: "changed byte found only with digests", damage: flipByte, code: 0,
 		},
 		{
@@ -144,12 +190,15 @@ func TestFsck(t *testing.T) {
 				t.Fatalf("stdout has %d lines, want %d:\n%s", len(got), len(r.lines), out)
 			}
 			for i := range got {
-				if !strings.HasPrefix(got[i], r.lines[i]) {
+				if want := strings.ReplaceAll(r.lines[i], "STORE", st); !strings.HasPrefix(got[i], want) {
 					t.Errorf("line %d = %q, want it to start with %q", i, got[i], r.lines[i])
 				}
 			}
-			if r.code == 1 && !strings.Contains(errOut, "not repaired") {
-				t.Errorf("stderr %q does not say how many problems remain", errOut)
+			if r.stderr == "" {
+				r.stderr = "not repaired"
+			}
+			if r.code == 1 && !strings.Contains(errOut, r.stderr) {
+				t.Errorf("stderr %q does not say %q", errOut, r.stderr)
 			}
 			if r.after != nil {
 				r.after(t, st)
@@ -163,6 +212,7 @@ func TestFsck(t *testing.T) {
 // removes it.
 func TestFsckReadOnly(t *testing.T) {
 	st := publishedStore(t)
+	burnIDs(t, st, 5) // a publication reserved IDs 2 to 5 and crashed
 	orphan := filepath.Join(st, store.PayloadDir, "g000005")
 	if err := os.Mkdir(orphan, 0o700); err != nil {
 		t.Fatal(err)
