@@ -40,7 +40,16 @@ import (
 // A crash before step 5 leaves no record; Open removes the leftovers. It
 // returns ErrCapture (wrapping the manifest package's sentinel) for a
 // refused capture, and the templatekey error for a refused class.
+//
+// A failed fsync or commit makes the store read-only (durable.go): what
+// the disk holds is unknown until a restart reads it again.
 func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation, error) {
+	g, err := s.publish(captureDir, class)
+	return g, s.readOnlyAfterSync(err)
+}
+
+// publish is Publish but for the read-only policy on a failed fsync.
+func (s *Store) publish(captureDir string, class *templatekey.Class) (Generation, error) {
 	c, err := manifest.OpenCapture(captureDir)
 	if err != nil {
 		return Generation{}, fmt.Errorf("publish %s: %w: %w", captureDir, ErrCapture, err)
@@ -53,7 +62,7 @@ func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation
 	keyID := key.ID()
 
 	var id GenerationID
-	if err := s.db.Update(func(tx *bolt.Tx) error {
+	if err := s.update(faultPublishReserve, func(tx *bolt.Tx) error {
 		n, err := tx.Bucket(bucketGenerations).NextSequence()
 		id = GenerationID(n)
 		return err
@@ -90,23 +99,27 @@ func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation
 		g.Artifacts = append(g.Artifacts, Artifact{Name: f.Name, Size: f.Size, SHA256: digest})
 		failpoint("publish-copied-" + f.Name)
 	}
-	if err := syncDir(staging); err != nil {
+	if err := syncDirAt(faultPublishFsyncStage, staging); err != nil {
 		return Generation{}, fmt.Errorf("publish %s: %w", captureDir, err)
 	}
 	final := filepath.Join(s.dir, PayloadDir, id.String())
-	if err := renameNoReplace(staging, final); err != nil {
+	err = fault(faultPublishRename)
+	if err == nil {
+		err = renameNoReplace(staging, final)
+	}
+	if err != nil {
 		return Generation{}, fmt.Errorf("publish %s: rename %s to %s: %w", captureDir, staging, final, err)
 	}
 	committed = true // staging is gone; a failure below leaves an orphan that Open removes
 	for _, d := range []string{filepath.Join(s.dir, StagingDir), filepath.Join(s.dir, PayloadDir)} {
-		if err := syncDir(d); err != nil {
+		if err := syncDirAt(faultPublishFsyncParent, d); err != nil {
 			return Generation{}, fmt.Errorf("publish %s: %w", captureDir, err)
 		}
 	}
 	failpoint("publish-renamed")
 
 	g.PublishedAt = s.now().UTC()
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(faultPublishCommit, func(tx *bolt.Tx) error {
 		keys := tx.Bucket(bucketKeys)
 		if keys.Get([]byte(keyID)) == nil {
 			seq, err := keys.NextSequence()
@@ -154,7 +167,8 @@ func captureTime(m *manifest.Manifest) time.Time {
 // blocks that are not all zero are written, so on Linux a sparse source
 // (or a dense one full of zeros) costs disk in proportion to its data. The
 // digest covers every byte, holes read as zeros, on every OS. O_EXCL
-// already refuses a symbolic link at dst, so no O_NOFOLLOW is needed.
+// already refuses a symbolic link at dst, so no O_NOFOLLOW is needed. A
+// failed fsync is a *syncError (durable.go).
 func copyArtifact(dst string, src *os.File, size int64) (string, error) {
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
 	if err != nil {
@@ -162,13 +176,16 @@ func copyArtifact(dst string, src *os.File, size int64) (string, error) {
 	}
 	defer out.Close()
 	h := sha256.New()
+	if err := fault(faultPayloadWrite); err != nil {
+		return "", &os.PathError{Op: "write", Path: dst, Err: err}
+	}
 	if err := copySparse(out, src, size, h); err != nil {
 		return "", err
 	}
 	if fi, err := src.Stat(); err != nil || fi.Size() != size {
 		return "", fmt.Errorf("source changed size during copy (want %d bytes): %v", size, err)
 	}
-	if err := out.Sync(); err != nil {
+	if err := syncFile(faultPayloadFsync, out); err != nil {
 		return "", err
 	}
 	if err := out.Close(); err != nil {

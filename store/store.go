@@ -214,7 +214,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.lock.Close()
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	s.commits = newGroupCommitter(s.db)
+	s.commits = newGroupCommitter(func(fn func(*bolt.Tx) error) error { return s.update(faultLeaseCommit, fn) })
 	if err := s.db.View(func(tx *bolt.Tx) error {
 		if err := checkSchema(tx); err != nil {
 			return err
