@@ -123,7 +123,7 @@ func (s *Store) KillLeaseSeq(cloneID string, seq uint64, wait time.Duration) err
 		cause = fmt.Errorf("%v still running %v after SIGKILL", *lease.Process, wait)
 	}
 	if serr := s.casLeaseState(lease, "", TeardownFailed); serr != nil {
-		return fmt.Errorf("kill lease %q: %w: %w (recording %s: %v)", cloneID, ErrTeardownFailed, cause, TeardownFailed, serr)
+		return fmt.Errorf("kill lease %q: %w: %w (recording %s: %w)", cloneID, ErrTeardownFailed, cause, TeardownFailed, serr)
 	}
 	s.log.Warn("lease teardown failed", "clone", cloneID, "process", lease.Process.String(), "error", cause)
 	return fmt.Errorf("kill lease %q: %w: %w", cloneID, ErrTeardownFailed, cause)

@@ -34,12 +34,12 @@ func (e *syncError) Unwrap() error { return e.err }
 func syncFile(p faultPoint, f *os.File) error {
 	err := fault(p)
 	if err == nil {
-		err = f.Sync()
+		err = f.Sync() // an *os.PathError, Op "sync"
 	} else {
 		err = &os.PathError{Op: "sync", Path: f.Name(), Err: err}
 	}
 	if err != nil {
-		return &syncError{fmt.Errorf("fsync %s: %w", f.Name(), err)}
+		return &syncError{err}
 	}
 	return nil
 }

@@ -140,7 +140,7 @@ func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 		return nil
 	}
 	if rerr := s.casLeaseState(lease, Releasing, prior); rerr != nil {
-		return fmt.Errorf("release lease %q: %w (restoring state %s: %v)", cloneID, err, prior, rerr)
+		return fmt.Errorf("release lease %q: %w (restoring state %s: %w)", cloneID, err, prior, rerr)
 	}
 	return fmt.Errorf("release lease %q: %w", cloneID, err)
 }
