@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -97,7 +98,7 @@ func (s *Store) update(p faultPoint, fn func(*bolt.Tx) error) error {
 		return fault(p)
 	})
 	if err != nil && ran {
-		err = fmt.Errorf("commit index %s: %w", s.db.Path(), err)
+		err = fmt.Errorf("commit index %s: %w", filepath.Join(s.dir, IndexFile), err)
 		s.setReadOnly(err)
 	}
 	return err
