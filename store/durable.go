@@ -84,11 +84,8 @@ func (s *Store) readOnlyAfterSync(err error) error {
 // of the commit itself (bbolt's page writes or fdatasyncs, or p armed)
 // means the index's durability is unknown: the store turns read-only and
 // the error, wrapping bbolt's (and its errno), is returned. A store
-// already read-only refuses before fn runs, with ErrReadOnly.
+// already read-only refuses before fn runs, with ErrReadOnly (index.Update).
 func (s *Store) update(p faultPoint, fn func(*bolt.Tx) error) error {
-	if err := s.ReadOnly(); err != nil {
-		return err
-	}
 	ran := false
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		if err := fn(tx); err != nil {
