@@ -647,3 +647,25 @@ func mapsEqual(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestParseFailpoint checks how FailpointEnv values arm points: a bare
+// name arms a kill point, <error point>:<errno> an error point, and a
+// value naming no error point or an unknown errno arms nothing.
+func TestParseFailpoint(t *testing.T) {
+	for _, c := range []struct {
+		value string
+		want  armedPoint
+	}{
+		{"", armedPoint{}},
+		{"lease-committed", armedPoint{kill: "lease-committed"}},
+		{"lease-commit:ENOSPC", armedPoint{fault: faultLeaseCommit, errno: syscall.ENOSPC}},
+		{"payload-fsync:EIO", armedPoint{fault: faultPayloadFsync, errno: syscall.EIO}},
+		{"lease-committed:EIO", armedPoint{}}, // a kill point takes no errno
+		{"lease-commit:EPERM", armedPoint{}},
+		{"lease-commit:", armedPoint{}},
+	} {
+		if got := parseFailpoint(c.value); got != c.want {
+			t.Errorf("parseFailpoint(%q) = %+v, want %+v", c.value, got, c.want)
+		}
+	}
+}
