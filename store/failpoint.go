@@ -13,8 +13,8 @@ import (
 // TEMPLATEFS_FAILPOINT=<name> arms a kill point: the process kills itself
 // on reaching it (SIGKILL on Linux; TerminateProcess with exit code 137 on
 // Windows). Crash tests set it on a real templatefs process and then
-// check that reopening the store recovers. Kill points sit after a
-// durable step. Names in use:
+// check that reopening the store recovers. Kill points sit after a step,
+// most after a commit. Names in use:
 // publish-reserved, publish-copied-<artifact>, publish-renamed,
 // lease-committed (AcquireLease, AcquireLeaseByKey), tombstone-committed,
 // lift-committed, retire-intent-committed, retire-record-deleted,
