@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"templatefs/store"
 )
@@ -32,11 +33,13 @@ const (
 	ESRCH
 	ETIMEDOUT
 	EIO
+	ENOSPC
 )
 
 var errnoNames = [...]string{
 	OK: "OK", ENOENT: "ENOENT", EEXIST: "EEXIST", EPERM: "EPERM", EACCES: "EACCES", EINVAL: "EINVAL", EBUSY: "EBUSY",
 	EROFS: "EROFS", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EOVERFLOW: "EOVERFLOW", ESRCH: "ESRCH", ETIMEDOUT: "ETIMEDOUT", EIO: "EIO",
+	ENOSPC: "ENOSPC",
 }
 
 // errnoDocs says what each Errno means on the mount.
@@ -55,6 +58,7 @@ var errnoDocs = [...]string{
 	ESRCH:     "a `pid N` write names no running process (or a thread that is not a thread-group leader, or a process that has exited)",
 	ETIMEDOUT: "a `kill` write: the bound process was still there when the bounded wait ended, or could not be signalled; the lease stays, in state teardown-failed",
 	EIO:       "store I/O failed or the index is damaged (including a malformed settings row; damage found while mounted also makes the store read-only); an error without a row in the table is logged with its whole chain",
+	ENOSPC:    "the store's file system is full: the change was not made",
 }
 
 // String returns the errno's name, e.g. "EROFS".
@@ -131,6 +135,8 @@ var errnoTable = []ErrnoRow{
 	{ErrIsDir, "leasefs.ErrIsDir", EISDIR, "open of a directory as a file"},
 	{ErrInoOverflow, "leasefs.ErrInoOverflow", EOVERFLOW, "generation ID or sequence number above 2^56-1 has no inode number"},
 	{fs.ErrInvalid, "fs.ErrInvalid", EINVAL, "a path given to Walk is not an io/fs path"},
+	{syscall.ENOSPC, "syscall.ENOSPC", ENOSPC, "a lease, bind, release, tombstone, lift or retirement found the store's file system full (a payload write or an index commit); nothing changed. A failed index commit also makes the store read-only"},
+	{syscall.EIO, "syscall.EIO", EIO, "a payload write, fsync or index commit of the store failed with an I/O error; nothing changed. A failed fsync or commit also makes the store read-only (`store` shows the reason) until the daemon restarts"},
 }
 
 // ErrnoTable returns a copy of the error table, in match order.

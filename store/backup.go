@@ -102,15 +102,27 @@ func Restore(dir, index string, open BackupSource) (err error) {
 		}
 	}
 	for _, d := range []string{filepath.Join(tmp, PayloadDir), filepath.Join(tmp, StagingDir), tmp} {
-		if err := syncDir(d); err != nil {
+		if err := syncDirAt(faultRestoreFsyncDirs, d); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
 	}
 	os.Remove(dir) // an empty directory; rename cannot replace it everywhere
-	if err := os.Rename(tmp, dir); err != nil {
+	err = fault(faultRestoreRename)
+	if err == nil {
+		err = os.Rename(tmp, dir)
+	}
+	if err != nil {
 		return fmt.Errorf("restore: rename %s to %s: %w", tmp, dir, err)
 	}
-	return syncDir(parent)
+	if err := syncDirAt(faultRestoreFsyncParent, parent); err != nil {
+		// The rename may not survive a crash: take it back, so that a
+		// failed restore leaves nothing behind.
+		if rerr := os.Rename(dir, tmp); rerr != nil {
+			return fmt.Errorf("restore: %w (and %s stays: %v)", err, dir, rerr)
+		}
+		return fmt.Errorf("restore: %w", err)
+	}
+	return nil
 }
 
 // copyIndex copies the index snapshot at src to dst (mode 0600) and fsyncs it.
@@ -125,11 +137,15 @@ func copyIndex(dst, src string) error {
 		return err
 	}
 	defer out.Close()
-	if _, err := io.Copy(out, in); err != nil {
+	err = fault(faultRestoreIndexWrite)
+	if err == nil {
+		_, err = io.Copy(out, in)
+	}
+	if err != nil {
 		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
 	}
-	if err := out.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dst, err)
+	if err := syncFile(faultRestoreIndexFsync, out); err != nil {
+		return err
 	}
 	return out.Close()
 }
@@ -205,7 +221,7 @@ func restorePayload(dir string, g Generation, open BackupSource) error {
 			return fmt.Errorf("generation %s %s: sha256 %s, index holds %s: %w", g.ID, a.Name, digest, a.SHA256, ErrBackupMismatch)
 		}
 	}
-	return syncDir(dir)
+	return syncDirAt(faultRestorePayloadDir, dir)
 }
 
 func restoreArtifact(dst string, src *os.File, a Artifact) (string, error) {

@@ -46,7 +46,7 @@ func (s *Store) BindLeaseSeq(cloneID string, seq uint64, pid int) (Lease, error)
 		return Lease{}, fmt.Errorf("bind lease %q: %w", cloneID, err)
 	}
 	var lease Lease
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(faultBindCommit, func(tx *bolt.Tx) error {
 		var err error
 		if lease, err = readLeaseTx(tx, cloneID); err != nil {
 			return err
@@ -123,7 +123,7 @@ func (s *Store) KillLeaseSeq(cloneID string, seq uint64, wait time.Duration) err
 		cause = fmt.Errorf("%v still running %v after SIGKILL", *lease.Process, wait)
 	}
 	if serr := s.casLeaseState(lease, "", TeardownFailed); serr != nil {
-		return fmt.Errorf("kill lease %q: %w: %w (recording %s: %v)", cloneID, ErrTeardownFailed, cause, TeardownFailed, serr)
+		return fmt.Errorf("kill lease %q: %w: %w (recording %s: %w)", cloneID, ErrTeardownFailed, cause, TeardownFailed, serr)
 	}
 	s.log.Warn("lease teardown failed", "clone", cloneID, "process", lease.Process.String(), "error", cause)
 	return fmt.Errorf("kill lease %q: %w: %w", cloneID, ErrTeardownFailed, cause)
@@ -134,7 +134,7 @@ func (s *Store) KillLeaseSeq(cloneID string, seq uint64, wait time.Duration) err
 // before its process is checked; prior is the state to restore if the
 // check keeps the lease (Releasing itself restores to Bound).
 func (s *Store) beginRelease(cloneID string, seq uint64) (lease Lease, prior LeaseState, released bool, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(faultReleaseBegin, func(tx *bolt.Tx) error {
 		var err error
 		if lease, err = readLeaseTx(tx, cloneID); err != nil {
 			return err
@@ -167,7 +167,7 @@ func (s *Store) beginRelease(cloneID string, seq uint64) (lease Lease, prior Lea
 // is gone or is another lease (another Seq), a concurrent release already
 // removed the checked one: nothing to do.
 func (s *Store) finishRelease(checked Lease) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(faultReleaseFinish, func(tx *bolt.Tx) error {
 		lease, err := readLeaseTx(tx, checked.CloneID)
 		if errors.Is(err, ErrNotFound) {
 			return errUnchanged
@@ -191,7 +191,7 @@ func (s *Store) finishRelease(checked Lease) error {
 // and, when from is not empty, is in state from. Otherwise a concurrent
 // release, kill or rebind changed it, and it is left alone.
 func (s *Store) casLeaseState(which Lease, from, state LeaseState) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(faultLeaseState, func(tx *bolt.Tx) error {
 		lease, err := readLeaseTx(tx, which.CloneID)
 		if errors.Is(err, ErrNotFound) {
 			return errUnchanged

@@ -148,7 +148,7 @@ func (s *Store) inspect(c *checker) ([]digestJob, error) {
 // repair runs the index fixes in one transaction, then the file fixes.
 func (s *Store) repair(c *checker) error {
 	if len(c.fixIndex) > 0 {
-		err := s.db.Update(func(tx *bolt.Tx) error {
+		err := s.update(faultRepairCommit, func(tx *bolt.Tx) error {
 			for i := range c.problems {
 				if fix, ok := c.fixIndex[i]; ok {
 					if err := fix(tx); err != nil {
@@ -169,7 +169,7 @@ func (s *Store) repair(c *checker) error {
 	}
 	for i := range c.problems {
 		if fix, ok := c.fixFiles[i]; ok {
-			if err := fix(); err != nil {
+			if err := s.readOnlyAfterSync(fix()); err != nil {
 				return fmt.Errorf("%s: %w", c.problems[i], err)
 			}
 			c.problems[i].Repaired = true

@@ -159,10 +159,10 @@ func (s *Store) checkLeftover(c *checker, name string, candidate bool, sub, kind
 		if gone, err := s.abandoned(sub, name); err != nil || !gone {
 			return err
 		}
-		if err := os.RemoveAll(filepath.Join(s.dir, sub, name)); err != nil {
+		if err := removeAt(faultRepairRemove, filepath.Join(s.dir, sub, name)); err != nil {
 			return err
 		}
-		return syncDir(filepath.Join(s.dir, sub))
+		return syncDirAt(faultRepairFsync, filepath.Join(s.dir, sub))
 	}
 	return nil
 }
@@ -225,10 +225,10 @@ func (c *checker) artifacts(s *Store, g Generation, jobs []digestJob) ([]digestJ
 		p := filepath.Join(dir, e.Name())
 		i := c.add(ProblemArtifactUnexpected, subject, "%s is not one of its artifacts", e.Name())
 		c.fixFiles[i] = func() error {
-			if err := os.RemoveAll(p); err != nil {
+			if err := removeAt(faultRepairRemove, p); err != nil {
 				return err
 			}
-			if err := syncDir(dir); !errors.Is(err, os.ErrNotExist) {
+			if err := syncDirAt(faultRepairFsync, dir); !errors.Is(err, os.ErrNotExist) {
 				return err // a generation retired meanwhile took the directory
 			}
 			return nil

@@ -28,7 +28,9 @@ const maxGroup = 1000
 // A request function must be side-effect free outside its transaction:
 // it may run more than once (see commit), and only its last run counts.
 type groupCommitter struct {
-	db *index
+	// run runs one read-write transaction and commits it (Store.update
+	// at the lease's error point, or bolt.DB.Update).
+	run func(func(*bolt.Tx) error) error
 
 	mu      sync.Mutex
 	busy    bool             // a leader is running a group now
@@ -49,7 +51,9 @@ type commitOutcome struct {
 	err  error
 }
 
-func newGroupCommitter(db *index) *groupCommitter { return &groupCommitter{db: db} }
+func newGroupCommitter(run func(func(*bolt.Tx) error) error) *groupCommitter {
+	return &groupCommitter{run: run}
+}
 
 // update runs fn in a read-write transaction, possibly shared with other
 // callers' functions, and returns once that transaction has committed
@@ -116,7 +120,7 @@ func (c *groupCommitter) commit(group []*commitRequest) {
 	var failed []*commitRequest
 	for len(group) > 0 {
 		bad := -1
-		err := c.db.Update(func(tx *bolt.Tx) error {
+		err := c.run(func(tx *bolt.Tx) error {
 			for i, r := range group {
 				if err := r.fn(tx); err != nil {
 					bad = i
@@ -135,6 +139,6 @@ func (c *groupCommitter) commit(group []*commitRequest) {
 		group = append(group[:bad:bad], group[bad+1:]...)
 	}
 	for _, r := range failed {
-		r.err = c.db.Update(r.fn)
+		r.err = c.run(r.fn)
 	}
 }

@@ -271,7 +271,7 @@ func TestGroupCommitter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			db := openBolt(t, bucket)
-			c := newGroupCommitter(db)
+			c := newGroupCommitter(db.Update)
 			release := holdCommitter(t, c)
 			results := make(map[string]chan error)
 			for _, key := range slices.Sorted(maps.Keys(tt.fns)) {
@@ -302,7 +302,7 @@ func TestGroupCommitter(t *testing.T) {
 // flight share one transaction: all see the same transaction ID.
 func TestGroupCommitterShares(t *testing.T) {
 	db := openBolt(t, []byte("b"))
-	c := newGroupCommitter(db)
+	c := newGroupCommitter(db.Update)
 	release := holdCommitter(t, c)
 	const n = 10
 	ids := make(chan int, n)
@@ -332,7 +332,7 @@ func TestGroupCommitterShares(t *testing.T) {
 func TestGroupCommitterPanic(t *testing.T) {
 	bucket := []byte("b")
 	db := openBolt(t, bucket)
-	c := newGroupCommitter(db)
+	c := newGroupCommitter(db.Update)
 	release := holdCommitter(t, c)
 	results := make(chan error, 2)
 	go func() { results <- c.update(func(*bolt.Tx) error { panic("boom") }) }()
@@ -367,7 +367,7 @@ func TestGroupCommitterPanic(t *testing.T) {
 // fails every request with bbolt's error.
 func TestGroupCommitterClosed(t *testing.T) {
 	db := openBolt(t, []byte("b"))
-	c := newGroupCommitter(db)
+	c := newGroupCommitter(db.Update)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -140,7 +140,7 @@ func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 		return nil
 	}
 	if rerr := s.casLeaseState(lease, Releasing, prior); rerr != nil {
-		return fmt.Errorf("release lease %q: %w (restoring state %s: %v)", cloneID, err, prior, rerr)
+		return fmt.Errorf("release lease %q: %w (restoring state %s: %w)", cloneID, err, prior, rerr)
 	}
 	return fmt.Errorf("release lease %q: %w", cloneID, err)
 }
@@ -160,7 +160,7 @@ func refusal(p ProcessIdentity, verdict ExitVerdict) error {
 // idempotent: tombstoning a tombstoned or retiring generation returns its
 // record unchanged. Errors: ErrNotFound.
 func (s *Store) Tombstone(gen GenerationID, uid uint32) (Generation, error) {
-	g, changed, err := s.changeGeneration(gen, func(g *Generation) error {
+	g, changed, err := s.changeGeneration(faultTombstoneCommit, gen, func(g *Generation) error {
 		if g.State != Published {
 			return errUnchanged
 		}
@@ -180,9 +180,9 @@ func (s *Store) Tombstone(gen GenerationID, uid uint32) (Generation, error) {
 // the record as it is (nothing is written; changed is false) or another
 // error to refuse (nothing is written; that error is returned). On success
 // or errUnchanged it returns the record as stored. Errors: ErrNotFound,
-// change's own.
-func (s *Store) changeGeneration(gen GenerationID, change func(*Generation) error) (g Generation, changed bool, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
+// change's own, a failed commit's (at error point p).
+func (s *Store) changeGeneration(p faultPoint, gen GenerationID, change func(*Generation) error) (g Generation, changed bool, err error) {
+	err = s.update(p, func(tx *bolt.Tx) error {
 		var err error
 		if g, err = getGeneration(tx, gen); err != nil {
 			return err

@@ -49,9 +49,12 @@ import (
 // returns ErrCapture (wrapping the manifest package's sentinel) for a
 // refused capture, ErrCaptureChanged, and the templatekey error for a
 // refused class.
+//
+// A failed fsync or commit makes the store read-only (durable.go): what
+// the disk holds is unknown until a restart reads it again.
 func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation, error) {
 	g, _, err := s.publish(captureDir, class, true)
-	return g, err
+	return g, s.readOnlyAfterSync(err)
 }
 
 // PublishIfNew is Publish, except for a capture identical to a generation
@@ -64,10 +67,12 @@ func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation
 // (to hash them, before any copy). Errors are Publish's; a capture that
 // changes while it is hashed is refused with ErrCaptureChanged.
 func (s *Store) PublishIfNew(captureDir string, class *templatekey.Class) (g Generation, published bool, err error) {
-	return s.publish(captureDir, class, false)
+	g, published, err = s.publish(captureDir, class, false)
+	return g, published, s.readOnlyAfterSync(err)
 }
 
-// publish is Publish (duplicate true) and PublishIfNew (false).
+// publish is Publish (duplicate true) and PublishIfNew (false), but for
+// the read-only policy on a failed fsync.
 func (s *Store) publish(captureDir string, class *templatekey.Class, duplicate bool) (Generation, bool, error) {
 	c, err := s.openCapture(captureDir)
 	if err != nil {
@@ -97,7 +102,7 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, duplicate b
 	}
 
 	var id GenerationID
-	if err := s.db.Update(func(tx *bolt.Tx) error {
+	if err := s.update(faultPublishReserve, func(tx *bolt.Tx) error {
 		n, err := tx.Bucket(bucketGenerations).NextSequence()
 		id = GenerationID(n)
 		return err
@@ -143,23 +148,27 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, duplicate b
 	if err := checkUnchanged(c, before); err != nil {
 		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
 	}
-	if err := syncDir(staging); err != nil {
+	if err := syncDirAt(faultPublishFsyncStage, staging); err != nil {
 		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
 	}
 	final := filepath.Join(s.dir, PayloadDir, id.String())
-	if err := renameNoReplace(staging, final); err != nil {
+	err = fault(faultPublishRename)
+	if err == nil {
+		err = renameNoReplace(staging, final)
+	}
+	if err != nil {
 		return Generation{}, false, fmt.Errorf("publish %s: rename %s to %s: %w", captureDir, staging, final, err)
 	}
 	committed = true // staging is gone; a failure below leaves an orphan that Open removes
 	for _, d := range []string{filepath.Join(s.dir, StagingDir), filepath.Join(s.dir, PayloadDir)} {
-		if err := syncDir(d); err != nil {
+		if err := syncDirAt(faultPublishFsyncParent, d); err != nil {
 			return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
 		}
 	}
 	failpoint("publish-renamed")
 
 	g.PublishedAt = s.now().UTC()
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(faultPublishCommit, func(tx *bolt.Tx) error {
 		keys := tx.Bucket(bucketKeys)
 		if keys.Get([]byte(keyID)) == nil {
 			seq, err := keys.NextSequence()
@@ -207,7 +216,8 @@ func captureTime(m *manifest.Manifest) time.Time {
 // blocks that are not all zero are written, so on Linux a sparse source
 // (or a dense one full of zeros) costs disk in proportion to its data. The
 // digest covers every byte, holes read as zeros, on every OS. O_EXCL
-// already refuses a symbolic link at dst, so no O_NOFOLLOW is needed.
+// already refuses a symbolic link at dst, so no O_NOFOLLOW is needed. A
+// failed fsync is a *syncError (durable.go).
 func copyArtifact(dst string, src *os.File, size int64) (string, error) {
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
 	if err != nil {
@@ -215,13 +225,16 @@ func copyArtifact(dst string, src *os.File, size int64) (string, error) {
 	}
 	defer out.Close()
 	h := sha256.New()
+	if err := fault(faultPayloadWrite); err != nil {
+		return "", &os.PathError{Op: "write", Path: dst, Err: err}
+	}
 	if err := copySparse(out, src, size, h); err != nil {
 		return "", err
 	}
 	if fi, err := src.Stat(); err != nil || fi.Size() != size {
 		return "", fmt.Errorf("source changed size during copy (want %d bytes): %v", size, err)
 	}
-	if err := out.Sync(); err != nil {
+	if err := syncFile(faultPayloadFsync, out); err != nil {
 		return "", err
 	}
 	if err := out.Close(); err != nil {

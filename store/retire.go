@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -28,7 +27,7 @@ type RetirementIntent struct {
 // published generation changes nothing and returns its record. Errors:
 // ErrNotFound, ErrRetiring.
 func (s *Store) Lift(gen GenerationID) (Generation, error) {
-	g, changed, err := s.changeGeneration(gen, func(g *Generation) error {
+	g, changed, err := s.changeGeneration(faultLiftCommit, gen, func(g *Generation) error {
 		switch g.State {
 		case Published:
 			return errUnchanged
@@ -59,7 +58,7 @@ func (s *Store) Lift(gen GenerationID) (Generation, error) {
 // finishes it. Publication IDs are never reused. Errors: ErrNotFound,
 // ErrNotTombstoned (the generation is published).
 func (s *Store) Retire(gen GenerationID, uid uint32) (Generation, error) {
-	g, changed, err := s.changeGeneration(gen, func(g *Generation) error {
+	g, changed, err := s.changeGeneration(faultRetireIntent, gen, func(g *Generation) error {
 		switch g.State {
 		case Retiring:
 			return errUnchanged
@@ -98,7 +97,7 @@ func (s *Store) afterLeaseRemoved(gen GenerationID) {
 // record and index rows in one transaction, then payload/<gen>/ and an
 // fsync of payload/. The caller holds s.maint.
 func (s *Store) finishRetirement(gen GenerationID) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(faultRetireDelete, func(tx *bolt.Tx) error {
 		g, err := getGeneration(tx, gen)
 		if err != nil {
 			return err
@@ -116,20 +115,21 @@ func (s *Store) finishRetirement(gen GenerationID) error {
 	}
 	failpoint("retire-record-deleted")
 	s.log.Info("generation retired", "generation", gen.String())
-	if err := s.removePayload(gen.String()); err != nil {
+	if err := s.readOnlyAfterSync(s.removePayload(gen.String())); err != nil {
 		return fmt.Errorf("retire %s: %w", gen, err)
 	}
 	failpoint("retire-payload-deleted")
 	return nil
 }
 
-// removePayload removes payload/<name> and fsyncs payload/.
+// removePayload removes payload/<name> and fsyncs payload/. A failed
+// fsync is a *syncError.
 func (s *Store) removePayload(name string) error {
 	payload := filepath.Join(s.dir, PayloadDir)
-	if err := os.RemoveAll(filepath.Join(payload, name)); err != nil {
+	if err := removeAt(faultRetireRemove, filepath.Join(payload, name)); err != nil {
 		return err
 	}
-	return syncDir(payload)
+	return syncDirAt(faultRetireFsync, payload)
 }
 
 // resumeRetirements finishes every retirement whose generation holds no

@@ -66,7 +66,7 @@ func (s *Store) SetSettings(set Settings) error {
 	if err := set.Validate(); err != nil {
 		return err
 	}
-	if err := s.db.Update(func(tx *bolt.Tx) error { return writeSettings(tx, set) }); err != nil {
+	if err := s.update(faultSettingsCommit, func(tx *bolt.Tx) error { return writeSettings(tx, set) }); err != nil {
 		return fmt.Errorf("store settings: %w", err)
 	}
 	failpoint("settings-committed")

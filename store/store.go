@@ -236,7 +236,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.lock.Close()
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	s.commits = newGroupCommitter(s.db)
+	s.commits = newGroupCommitter(func(fn func(*bolt.Tx) error) error { return s.update(faultLeaseCommit, fn) })
 	if s.root, err = openDir(dir); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store: %w", err)

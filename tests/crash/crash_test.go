@@ -7,7 +7,8 @@
 // mount and checked again. The invariants: no lease on a missing or
 // retired generation, no acknowledged lease lost, no payload deleted
 // while leased, no half-published generation visible, no orphaned payload
-// left after recovery.
+// left after recovery. fault_test.go arms error points instead
+// (<name>:ENOSPC, <name>:EIO) in real daemons and CLI processes.
 package crash
 
 import (
