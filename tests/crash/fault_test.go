@@ -143,7 +143,7 @@ func TestFaultsInCLI(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.spec, func(t *testing.T) {
 			f := tmpl.copyTemplate(t)
-			args := []string{"publish", f.store, f.sample, "--class", f.class}
+			args := []string{"publish", "--duplicate", f.store, f.sample, "--class", f.class}
 			if c.args != nil {
 				args = c.args(f)
 			}
