@@ -189,9 +189,10 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 
 // handle wraps an opened leasefs.Handle with its open flags. Payloads get a
 // handle without PassthroughFd when passthrough is off, so go-fuse never
-// asks the kernel to register the backing file. No handle has anything to
-// flush (writes reach leasefs whole, at write(2)), so every open sets
-// FOPEN_NOFLUSH and close(2) costs no FLUSH round trip.
+// asks the kernel to register the backing file. Only an open for writing
+// of a lease or ctl file has something to do at close (a final command
+// without a newline, leasefs.Commands.Flush); every other open sets
+// FOPEN_NOFLUSH, so its close(2) costs no FLUSH round trip.
 func (n *node) handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errno) {
 	const cached, direct = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH
 	if h.File != nil {
@@ -205,6 +206,9 @@ func (n *node) handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errn
 		// Read from the fd like a payload, but never cached or passed
 		// through: each open has its own snapshot.
 		return &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.Snapshot)}, direct, 0
+	}
+	if h.Commands != nil {
+		return &commandFile{textFile: textFile{data: h.Data}, n: n, cmd: h.Commands}, fuse.FOPEN_DIRECT_IO, 0
 	}
 	return &textFile{data: h.Data}, direct, 0
 }
@@ -226,7 +230,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	fillAttr(cr.Node, cr.Attr, &out.Attr)
 	out.SetEntryTimeout(timeout(cr.Node))
 	out.SetAttrTimeout(timeout(cr.Node))
-	h := leasefs.Handle{Data: cr.Data}
+	h := cr.Handle()
 	if cr.Data == nil {
 		if h, err = n.lfs.Open(cr.Node, openFlags(flags), callerOf(ctx)); err != nil {
 			return nil, nil, 0, n.refuse("open", name, err)
@@ -348,23 +352,35 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	return n.refuse("removexattr", "", n.lfs.ChangeXattr(n.ln, attr, callerOf(ctx)))
 }
 
-// Write hands each write(2) to leasefs.FS.Write as one command: `pid N`
-// or `kill` on lease files, `tombstone`, `lift` or `retire` on ctl files;
-// every other node refuses (EROFS). Node-level, so no handle can bypass
-// it. After a ctl write the generation may have moved between
-// generations/, tombstones/ and retiring/ (or left the tree), which the
-// kernel did not see: invalidateGeneration drops its old dentries.
+// Write passes each write(2) to the handle's leasefs.Commands: lines of
+// `pid N` or `kill` on lease files, `tombstone`, `lift` or `retire` on ctl
+// files. Only those opens have one; every other node refuses opens for
+// writing, so the kernel sends no write for them. Node-level, so no
+// handle type can bypass it.
 var _ = (fusefs.NodeWriter)((*node)(nil))
 
 func (n *node) Write(ctx context.Context, fh fusefs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
-	written, err := n.lfs.Write(n.ln, data, callerOf(ctx))
-	if err != nil {
-		return 0, n.refuse("write", "", err)
+	cf, ok := fh.(*commandFile)
+	if !ok {
+		return 0, syscall.EBADF // not opened for writing; the kernel refuses such writes itself
 	}
+	written, err := cf.cmd.Write(data, callerOf(ctx))
+	if errno := n.afterCommands(n.refuse("write", "", err)); errno != 0 {
+		return 0, errno
+	}
+	return uint32(written), 0
+}
+
+// afterCommands returns errno after commands ran on n. A ctl command may
+// have moved the generation between generations/, tombstones/ and
+// retiring/ (or out of the tree), which the kernel did not see:
+// invalidateGeneration drops its old dentries, whether or not a later
+// command was refused.
+func (n *node) afterCommands(errno syscall.Errno) syscall.Errno {
 	if n.ln.Kind() == leasefs.KindCtlFile {
 		n.invalidateGeneration(n.ln.Generation().String())
 	}
-	return uint32(written), 0
+	return errno
 }
 
 // stateDirs are the top-level directories a generation moves between.

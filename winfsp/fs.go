@@ -228,7 +228,7 @@ func (f *fileSystem) Create(p string, flags int, mode uint32) (int, uint64) {
 	if err != nil {
 		return f.refuse("create", p, err), noHandle
 	}
-	h := leasefs.Handle{Data: cr.Data}
+	h := cr.Handle()
 	if cr.Data == nil {
 		if h, err = f.lfs.Open(cr.Node, openFlags(flags), c); err != nil {
 			return f.refuse("open", p, err), noHandle
@@ -266,14 +266,14 @@ func (f *fileSystem) Read(p string, buff []byte, ofst int64, fh uint64) int {
 	return copy(buff, h.h.Data[ofst:])
 }
 
-// Write hands each write to leasefs.FS.Write as one command, on the node
-// the handle was opened on.
+// Write passes each write to the handle's leasefs.Commands (opens of
+// lease and ctl files for writing; every other open refuses writing).
 func (f *fileSystem) Write(p string, buff []byte, ofst int64, fh uint64) int {
 	h, ok := f.get(fh)
-	if !ok {
+	if !ok || h.h.Commands == nil {
 		return -fuse.EBADF
 	}
-	n, err := f.lfs.Write(h.node, buff, f.callerOf())
+	n, err := h.h.Commands.Write(buff, f.callerOf())
 	if err != nil {
 		return f.refuse("write", p, err)
 	}
@@ -283,19 +283,32 @@ func (f *fileSystem) Write(p string, buff []byte, ofst int64, fh uint64) int {
 	return n
 }
 
-// Flush has nothing to flush: every write takes effect durably at once.
-func (f *fileSystem) Flush(p string, fh uint64) int { return 0 }
+// Flush is each close of the handle: it runs a final command written
+// without a newline (leasefs.Commands.Flush), and close returns its error.
+func (f *fileSystem) Flush(p string, fh uint64) int {
+	h, ok := f.get(fh)
+	if !ok || h.h.Commands == nil {
+		return 0
+	}
+	return f.refuse("close", p, h.h.Commands.Flush())
+}
 
-// Fsync has nothing to sync, as Flush.
+// Fsync has nothing to sync: every command is durable when its write (or
+// close) returns.
 func (f *fileSystem) Fsync(p string, datasync bool, fh uint64) int { return 0 }
 
-// Release closes the handle's file, if any, and forgets the handle.
+// Release runs what no Flush ran (its error reaches no one and is only
+// logged), closes the handle's file, if any, and forgets the handle.
 func (f *fileSystem) Release(p string, fh uint64) int {
 	f.mu.Lock()
 	h, ok := f.handles[fh]
 	delete(f.handles, fh)
 	f.mu.Unlock()
-	if ok && h.file() != nil {
+	switch {
+	case !ok:
+	case h.h.Commands != nil:
+		f.refuse("release", p, h.h.Commands.Flush())
+	case h.file() != nil:
 		h.file().Close()
 	}
 	return 0

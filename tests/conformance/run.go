@@ -26,6 +26,7 @@ var cases = []struct {
 	{"Parallel", testParallel},
 	{"LeaseBindAndKill", testLeaseBindAndKill},
 	{"Ctl", testCtl},
+	{"CommandLines", testCommandLines},
 	{"Retire", testRetire},
 	{"Lift", testLift},
 	{"KeyLeases", testKeyLeases},
