@@ -41,6 +41,8 @@ func toSyscall(e leasefs.Errno) syscall.Errno {
 		return syscall.ETIMEDOUT
 	case leasefs.EIO:
 		return syscall.EIO
+	case leasefs.EOPNOTSUPP:
+		return syscall.EOPNOTSUPP
 	}
 	return syscall.EIO
 }

@@ -94,9 +94,3 @@ func (c *commandFile) Release(ctx context.Context) syscall.Errno {
 	c.n.afterCommands(c.n.refuse("release", "", c.cmd.Flush()))
 	return 0
 }
-
-// Fsync has nothing to sync: every command is durable when its write (or
-// close) returns.
-var _ = (fusefs.FileFsyncer)((*commandFile)(nil))
-
-func (c *commandFile) Fsync(ctx context.Context, flags uint32) syscall.Errno { return 0 }

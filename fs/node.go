@@ -383,6 +383,21 @@ func (n *node) afterCommands(errno syscall.Errno) syscall.Errno {
 	return errno
 }
 
+// Allocate answers fallocate(2) with leasefs.FS.Allocate (EOPNOTSUPP),
+// logged; the kernel sends it only for descriptors open for writing.
+var _ = (fusefs.NodeAllocater)((*node)(nil))
+
+func (n *node) Allocate(ctx context.Context, fh fusefs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
+	return n.refuse("fallocate", "", n.lfs.Allocate(n.ln, callerOf(ctx)))
+}
+
+// Fsync has nothing to sync: payloads never change, and every command is
+// durable when its write (or close) returns. Without it go-fuse answers
+// EOPNOTSUPP, which fsync(2) would return.
+var _ = (fusefs.NodeFsyncer)((*node)(nil))
+
+func (n *node) Fsync(ctx context.Context, fh fusefs.FileHandle, flags uint32) syscall.Errno { return 0 }
+
 // stateDirs are the top-level directories a generation moves between.
 var stateDirs = []string{"generations", "tombstones", "retiring"}
 

@@ -129,6 +129,16 @@ func (f *FS) SetAttr(n Node, ch AttrChange, c Caller) error {
 	return nil
 }
 
+// Allocate is the answer to fallocate(2) of n by c (the kernel sends it
+// only for a descriptor open for writing, so for lease and ctl files):
+// they take commands, not data. Errors: ErrAccess, else ErrNotSupported.
+func (f *FS) Allocate(n Node, c Caller) error {
+	if err := f.authorize(c, "fallocate "+n.String()); err != nil {
+		return err
+	}
+	return fmt.Errorf("fallocate %s: %w", n, ErrNotSupported)
+}
+
 // ChangeXattr is the answer to setxattr(2) and removexattr(2) by c: the
 // tree stores no extended attributes, so lease nodes give ErrNotPermitted
 // and every other node ErrReadOnly (ErrAccess first for other users).

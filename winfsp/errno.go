@@ -43,6 +43,8 @@ func toFuse(e leasefs.Errno) int {
 		return -fuse.ETIMEDOUT
 	case leasefs.EIO:
 		return -fuse.EIO
+	case leasefs.EOPNOTSUPP:
+		return -fuse.EOPNOTSUPP
 	}
 	return -fuse.EIO
 }

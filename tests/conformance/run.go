@@ -27,6 +27,7 @@ var cases = []struct {
 	{"LeaseBindAndKill", testLeaseBindAndKill},
 	{"Ctl", testCtl},
 	{"CommandLines", testCommandLines},
+	{"Errnos", testErrnos},
 	{"Retire", testRetire},
 	{"Lift", testLift},
 	{"KeyLeases", testKeyLeases},
