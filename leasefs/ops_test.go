@@ -494,7 +494,7 @@ func refused(gen int, want string) func(fx *fixture) error {
 		if err != nil {
 			return err
 		}
-		text, err := fx.fs.renderStatus(g)
+		text, _, err := fx.fs.renderStatus(g)
 		if err != nil {
 			return err
 		}

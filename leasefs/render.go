@@ -16,7 +16,8 @@ import (
 func (f *FS) content(n Node) ([]byte, error) {
 	switch n.kind {
 	case KindStoreFile:
-		return f.renderStore()
+		text, _, err := f.renderStore()
+		return text, err
 	case KindKeyFile:
 		k, err := f.key(n)
 		return []byte(k.Canonical), err
@@ -30,7 +31,8 @@ func (f *FS) content(n Node) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return f.renderStatus(g)
+		text, _, err := f.renderStatus(g)
+		return text, err
 	case KindLeaseFile:
 		l, err := f.lease(n)
 		if err != nil {
@@ -57,11 +59,12 @@ func (w *kv) line(key string, value any) {
 }
 
 // renderStore renders MNT/store: identity, schema, counts and the
-// eligibility settings.
-func (f *FS) renderStore() ([]byte, error) {
+// eligibility settings. It also returns when any of them last changed
+// (store.Info.ChangedAt), the file's mtime.
+func (f *FS) renderStore() ([]byte, time.Time, error) {
 	info, err := f.st.Info()
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	var w kv
 	w.line("store_id", info.StoreID)
@@ -77,12 +80,13 @@ func (f *FS) renderStore() ([]byte, error) {
 	w.line("restore_window", info.Settings.RestoreWindow)
 	w.line("refuse_reboot", info.Settings.RefuseReboot)
 	w.line("refuse_other_host", info.Settings.RefuseOtherHost)
-	return []byte(w.b.String()), nil
+	return []byte(w.b.String()), info.ChangedAt, nil
 }
 
 // renderKeyGenerations renders keys/<id>/generations: generation IDs,
-// newest first, one per line. It also returns the newest generation's
-// publication time, the file's mtime (zero for none).
+// newest first, one per line. It also returns when the list last
+// changed, the file's mtime: the newest generation's publication or the
+// last deletion of a retired one, whichever is later.
 func (f *FS) renderKeyGenerations(n Node) ([]byte, time.Time, error) {
 	k, err := f.key(n)
 	if err != nil {
@@ -104,6 +108,9 @@ func (f *FS) renderKeyGenerations(n Node) ([]byte, time.Time, error) {
 			return nil, time.Time{}, err
 		}
 		newest = g.PublishedAt
+	}
+	if k.GenerationRemovedAt.After(newest) {
+		newest = k.GenerationRemovedAt
 	}
 	return []byte(b.String()), newest, nil
 }
@@ -132,12 +139,21 @@ func (f *FS) renderManifest(gen store.GenerationID) ([]byte, error) {
 // lease would be granted, with the errno and reason of a refusal, and the
 // generation's last refused mutation (refusals.go; "none" after a daemon
 // restart). A verdict that cannot be computed (host facts unreadable) is
-// shown, not returned, so status stays readable.
-func (f *FS) renderStatus(g store.Generation) ([]byte, error) {
+// shown, not returned, so status stays readable. It also returns when
+// what the text shows last changed, the file's mtime: the record's last
+// change (state or lease set, store.Generation.LastChange), the store's
+// settings, the last refusal, and the end of the restore window once it
+// has passed (the verdict flips with the clock alone).
+func (f *FS) renderStatus(g store.Generation) ([]byte, time.Time, error) {
 	leases, err := f.st.GenerationLeases(g.ID)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
+	settingsChanged, err := f.st.SettingsChangedAt()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	changed := latest(g.LastChange(), settingsChanged)
 	var w kv
 	w.line("state", g.State)
 	w.line("generation", g.ID)
@@ -172,6 +188,9 @@ func (f *FS) renderStatus(g store.Generation) ([]byte, error) {
 		w.line("eligibility_rule", e.Rule)
 		w.line("restore_window", e.Window)
 		w.line("window_ends_at", windowEnds(g, e))
+		if end := windowEnds(g, e); !e.Eligible && !end.After(time.Now()) {
+			changed = latest(changed, end)
+		}
 	}
 	if refusal == nil {
 		w.line("new_leases", "granted")
@@ -180,10 +199,22 @@ func (f *FS) renderStatus(g store.Generation) ([]byte, error) {
 	}
 	if r, ok := f.refusals.get(g.ID); ok {
 		w.line("last_refusal", r)
+		changed = latest(changed, r.at)
 	} else {
 		w.line("last_refusal", "none")
 	}
-	return []byte(w.b.String()), nil
+	return []byte(w.b.String()), changed, nil
+}
+
+// latest returns the latest of ts.
+func latest(ts ...time.Time) time.Time {
+	var t time.Time
+	for _, c := range ts {
+		if c.After(t) {
+			t = c
+		}
+	}
+	return t
 }
 
 // windowEnds is when g's restore window closes: its UTC anchor plus the
@@ -210,17 +241,9 @@ func ineligibleReason(g store.Generation, e store.Eligibility) string {
 	return strings.TrimPrefix(e.Reason, "ineligible: ")
 }
 
-// stateChanged is when g last changed state: its retirement, tombstone or
-// publication time.
-func stateChanged(g store.Generation) time.Time {
-	switch {
-	case g.Retirement != nil:
-		return g.Retirement.At
-	case g.Tombstone != nil:
-		return g.Tombstone.At
-	}
-	return g.PublishedAt
-}
+// leaseChanged is when lease l last changed: its acquisition, binding or
+// last state change.
+func leaseChanged(l store.Lease) time.Time { return latest(l.CreatedAt, l.BoundAt, l.UpdatedAt) }
 
 // renderLease renders a lease file: the record as one JSON object and a
 // newline.

@@ -208,15 +208,32 @@ func (s *Store) casLeaseState(which Lease, from, state LeaseState) error {
 	return err
 }
 
-// deleteLeaseRecord deletes lease's record and its generation index row.
+// deleteLeaseRecord deletes lease's record and its generation index row,
+// and records the change in the generation's ChangedAt.
 func (s *Store) deleteLeaseRecord(tx *bolt.Tx, lease Lease) error {
 	if err := tx.Bucket(bucketLeases).Delete([]byte(lease.CloneID)); err != nil {
 		return err
 	}
 	if gl := tx.Bucket(bucketGenerationLeases).Bucket(genKey(lease.Generation)); gl != nil {
-		return gl.Delete([]byte(lease.CloneID))
+		if err := gl.Delete([]byte(lease.CloneID)); err != nil {
+			return err
+		}
 	}
-	return nil
+	return s.leasesChanged(tx, lease.Generation)
+}
+
+// leasesChanged sets generation gen's ChangedAt to now: a lease on it was
+// granted or released. A generation without a record is left alone.
+func (s *Store) leasesChanged(tx *bolt.Tx, gen GenerationID) error {
+	g, err := getGeneration(tx, gen)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	g.ChangedAt = s.now().UTC()
+	return putJSON(tx.Bucket(bucketGenerations), genKey(gen), g)
 }
 
 func readLeaseTx(tx *bolt.Tx, cloneID string) (Lease, error) {

@@ -46,6 +46,37 @@ type Generation struct {
 	Anchors TimeAnchors `json:"anchors"`
 	// Retirement is set when the generation enters state Retiring.
 	Retirement *RetirementIntent `json:"retirement,omitempty"`
+	// ChangedAt is when the state (tombstone, lift, retirement) or the
+	// set of leases on the generation last changed: what its status file
+	// shows besides eligibility. Zero until the first such change, and in
+	// records written before the field existed.
+	ChangedAt time.Time `json:"changed_at,omitzero"`
+}
+
+// LastChange is when anything g's record shows last changed: the latest
+// of its publication, tombstone, retirement and ChangedAt.
+func (g *Generation) LastChange() time.Time {
+	t := g.PublishedAt
+	for _, c := range []time.Time{g.ChangedAt, tombstoneAt(g.Tombstone), retirementAt(g.Retirement)} {
+		if c.After(t) {
+			t = c
+		}
+	}
+	return t
+}
+
+func tombstoneAt(t *Tombstone) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.At
+}
+
+func retirementAt(r *RetirementIntent) time.Time {
+	if r == nil {
+		return time.Time{}
+	}
+	return r.At
 }
 
 // Artifact returns the named artifact record and whether it exists.
@@ -64,6 +95,9 @@ type KeyRecord struct {
 	Seq       uint64    `json:"seq"`       // order of first use in this store, from 1; stable, usable as an inode source
 	Canonical string    `json:"canonical"` // the canonical key text (templatekey.Key.Text)
 	CreatedAt time.Time `json:"created_at"`
+	// GenerationRemovedAt is when a retired generation of the key was last
+	// deleted; zero if none was.
+	GenerationRemovedAt time.Time `json:"generation_removed_at,omitzero"`
 }
 
 // LeaseState is the lifecycle state of a lease.
@@ -125,4 +159,9 @@ type Info struct {
 	Keys           int
 	Leases         int
 	Settings       Settings // the eligibility policy (Store.Settings)
+	// ChangedAt is when anything Info shows last changed: the latest
+	// creation, publication, state or lease change of a generation
+	// (Generation.LastChange), deletion of one (KeyRecord.
+	// GenerationRemovedAt) or settings change.
+	ChangedAt time.Time
 }

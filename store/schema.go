@@ -16,6 +16,7 @@ import (
 //	  store_id      <16 random bytes>
 //	  created       <RFC 3339 UTC text>
 //	  settings      <JSON Settings>              (optional; absent = DefaultSettings)
+//	  settings_changed <RFC 3339 UTC text>       (optional: when settings was last written)
 //	generations/    sequence = last publication ID handed out
 //	  <gen uint64 BE>  <JSON Generation>         (a retired generation's row is deleted)
 //	keys/
@@ -43,6 +44,9 @@ var (
 	keyStoreID  = []byte("store_id")
 	keyCreated  = []byte("created")
 	keySettings = []byte("settings")
+	// keySettingsChanged is optional, so indexes written before it
+	// existed open unchanged.
+	keySettingsChanged = []byte("settings_changed")
 )
 
 // SchemaIdentity names the index format; an index without it, or with

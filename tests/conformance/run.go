@@ -28,6 +28,7 @@ var cases = []struct {
 	{"Ctl", testCtl},
 	{"CommandLines", testCommandLines},
 	{"Errnos", testErrnos},
+	{"TextAttrs", testTextAttrs},
 	{"Retire", testRetire},
 	{"Lift", testLift},
 	{"KeyLeases", testKeyLeases},
