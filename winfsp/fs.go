@@ -33,9 +33,8 @@ type handle struct {
 // method; it keeps only the table of open handles.
 type fileSystem struct {
 	fuse.FileSystemBase
-	lfs   *leasefs.FS
-	owner leasefs.Caller // the store owner, for Windows callers (caller_windows.go)
-	init  func()         // called once from Init: the mount is serving
+	lfs  *leasefs.FS
+	init func() // called once from Init: the mount is serving
 
 	// requests, if set, counts Getattr callbacks (libfuse answers each
 	// LOOKUP and GETATTR with one), so tests can measure what the kernel
@@ -47,12 +46,21 @@ type fileSystem struct {
 	next    uint64
 }
 
+// newFileSystem serves lfs; on Windows it first tells lfs who may change
+// the tree in WinFsp's uid space (platformOwners). Errors: reading the
+// root's attributes, or platformOwners'.
 func newFileSystem(lfs *leasefs.FS, ready func()) (*fileSystem, error) {
-	root, err := lfs.Attr(lfs.Root())
+	if _, err := lfs.Attr(lfs.Root()); err != nil {
+		return nil, err
+	}
+	owners, err := platformOwners()
 	if err != nil {
 		return nil, err
 	}
-	return &fileSystem{lfs: lfs, owner: leasefs.Caller{UID: root.UID}, init: ready, handles: map[uint64]*handle{}}, nil
+	if owners != nil {
+		lfs.SetOwners(owners)
+	}
+	return &fileSystem{lfs: lfs, init: ready, handles: map[uint64]*handle{}}, nil
 }
 
 // rel turns a cgofuse path ("/", "/generations/g000001") into the io/fs
