@@ -87,10 +87,12 @@ func (c *commandFile) Flush(ctx context.Context) syscall.Errno {
 }
 
 // Release runs what no FLUSH ran (none is pending after a close); no one
-// receives its error, so it is only logged.
+// receives its error, so it is only logged. It sends no notifications:
+// RELEASE can arrive while the mount is going away, and the state
+// directories' entries have zero timeouts anyway.
 var _ = (fusefs.FileReleaser)((*commandFile)(nil))
 
 func (c *commandFile) Release(ctx context.Context) syscall.Errno {
-	c.n.afterCommands(c.n.refuse("release", "", c.cmd.Flush()))
+	c.n.refuse("release", "", c.cmd.Flush())
 	return 0
 }
