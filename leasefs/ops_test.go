@@ -119,6 +119,10 @@ func writeStale(path, data string, then ...op) op {
 	}
 }
 
+func allocate(path string) op {
+	return func(fx *fixture) error { return fx.fs.Allocate(fx.walk(path), fx.caller) }
+}
+
 // writeBy opens path for writing as the owner and writes data through
 // that handle as c: a descriptor passed to another user.
 func writeBy(c Caller, path, data string) op {
@@ -337,6 +341,9 @@ func TestOps(t *testing.T) {
 		{"ctl second command refused", write("tombstones/g000002/ctl", "lift\nretire\nlift\n"), EPERM, all(state(2, store.Published), refused(2, "ctl retire EPERM"))},
 		{"ctl tombstone and empty line", write("generations/g000001/ctl", "tombstone\n\n"), OK, tombstonedBy(1, owner.UID)},
 		{"ctl as other", writeBy(other, "generations/g000001/ctl", "tombstone\n"), EACCES, all(state(1, store.Published), refused(1, "write ctl EACCES"))},
+		{"fallocate lease", allocate("leases/c1"), EOPNOTSUPP, leaseState("c1", store.Reserved)},
+		{"fallocate ctl", allocate("generations/g000001/ctl"), EOPNOTSUPP, state(1, store.Published)},
+		{"fallocate as other", as(other, allocate("leases/c1")), EACCES, nil},
 		{"write payload", write(pay, "x"), EROFS, nil},
 		{"write status", write("generations/g000001/status", "x"), EROFS, nil},
 		{"write status as other", as(other, write("generations/g000001/status", "x")), EACCES, nil},

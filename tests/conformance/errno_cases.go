@@ -30,6 +30,9 @@ func testErrnos(t *testing.T, b Backend) {
 	if after := e.read("leases/c1"); after != before {
 		t.Errorf("fallocate changed the lease:\n%s\nwas\n%s", after, before)
 	}
+	if logged := strings.Contains(e.log.String(), "op=fallocate"); logged == b.NoFallocate {
+		t.Errorf("fallocate refusal logged: %v, want %v:\n%s", logged, !b.NoFallocate, e.log.String())
+	}
 	out, err = exec.Command("fallocate", "-l", "1M", e.path("leases/x")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "Operation not permitted") {
 		t.Errorf("fallocate -l 1M leases/x: %v: %s; want Operation not permitted", err, out)
