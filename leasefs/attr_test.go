@@ -35,7 +35,11 @@ func TestAttr(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return g.LastChange()
+		leases, err := fx.st.LeasesChangedAt(g.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return latest(g.LastChange(), leases)
 	}
 	tests := []struct {
 		path  string

@@ -141,8 +141,9 @@ func (f *FS) renderManifest(gen store.GenerationID) ([]byte, error) {
 // restart). A verdict that cannot be computed (host facts unreadable) is
 // shown, not returned, so status stays readable. It also returns when
 // what the text shows last changed, the file's mtime: the record's last
-// change (state or lease set, store.Generation.LastChange), the store's
-// settings, the last refusal, and the end of the restore window once it
+// change (store.Generation.LastChange), the last lease granted or
+// released (store.LeasesChangedAt), the store's settings, the last
+// refusal, and the end of the restore window once it
 // has passed (the verdict flips with the clock alone).
 func (f *FS) renderStatus(g store.Generation) ([]byte, time.Time, error) {
 	leases, err := f.st.GenerationLeases(g.ID)
@@ -153,7 +154,11 @@ func (f *FS) renderStatus(g store.Generation) ([]byte, time.Time, error) {
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	changed := latest(g.LastChange(), settingsChanged)
+	leasesChanged, err := f.st.LeasesChangedAt(g.ID)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	changed := latest(g.LastChange(), leasesChanged, settingsChanged)
 	var w kv
 	w.line("state", g.State)
 	w.line("generation", g.ID)

@@ -215,7 +215,7 @@ func (s *Store) changeGeneration(gen GenerationID, change func(*Generation) erro
 		if err := change(&g); err != nil {
 			return err
 		}
-		g.ChangedAt = s.now().UTC()
+		g.StateChangedAt = s.now().UTC()
 		return putJSON(tx.Bucket(bucketGenerations), genKey(gen), g)
 	})
 	switch {

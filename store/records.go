@@ -46,18 +46,19 @@ type Generation struct {
 	Anchors TimeAnchors `json:"anchors"`
 	// Retirement is set when the generation enters state Retiring.
 	Retirement *RetirementIntent `json:"retirement,omitempty"`
-	// ChangedAt is when the state (tombstone, lift, retirement) or the
-	// set of leases on the generation last changed: what its status file
-	// shows besides eligibility. Zero until the first such change, and in
-	// records written before the field existed.
-	ChangedAt time.Time `json:"changed_at,omitzero"`
+	// StateChangedAt is when the state last changed (tombstone, lift,
+	// retirement). Zero until the first change, and in records written
+	// before the field existed. A change of the generation's lease set is
+	// recorded apart, so a lease does not rewrite this record
+	// (Store.LeasesChangedAt).
+	StateChangedAt time.Time `json:"state_changed_at,omitzero"`
 }
 
 // LastChange is when anything g's record shows last changed: the latest
-// of its publication, tombstone, retirement and ChangedAt.
+// of its publication, tombstone, retirement and StateChangedAt.
 func (g *Generation) LastChange() time.Time {
 	t := g.PublishedAt
-	for _, c := range []time.Time{g.ChangedAt, tombstoneAt(g.Tombstone), retirementAt(g.Retirement)} {
+	for _, c := range []time.Time{g.StateChangedAt, tombstoneAt(g.Tombstone), retirementAt(g.Retirement)} {
 		if c.After(t) {
 			t = c
 		}
@@ -160,8 +161,9 @@ type Info struct {
 	Leases         int
 	Settings       Settings // the eligibility policy (Store.Settings)
 	// ChangedAt is when anything Info shows last changed: the latest
-	// creation, publication, state or lease change of a generation
-	// (Generation.LastChange), deletion of one (KeyRecord.
+	// creation, publication or state change of a generation
+	// (Generation.LastChange), lease granted or released
+	// (Store.LeasesChangedAt), deletion of a generation (KeyRecord.
 	// GenerationRemovedAt) or settings change.
 	ChangedAt time.Time
 }

@@ -27,7 +27,7 @@ import (
 //	leases/         sequence = last lease sequence number handed out
 //	  <clone ID>       <JSON Lease>
 //	generation_leases/
-//	  <gen uint64 BE>/
+//	  <gen uint64 BE>/   sequence = Unix ns of the last lease granted or released (0: none recorded)
 //	    <clone ID>     ""
 //
 // Open reads meta/identity and meta/version before any other row.

@@ -372,17 +372,18 @@ func (s *Store) Info() (Info, error) {
 		}
 		return tx.Bucket(bucketGenerations).ForEach(func(k, v []byte) error {
 			var g struct { // the state and times only: no artifacts decoded
-				State       GenerationState   `json:"state"`
-				PublishedAt time.Time         `json:"published_at"`
-				Tombstone   *Tombstone        `json:"tombstone"`
-				Retirement  *RetirementIntent `json:"retirement"`
-				ChangedAt   time.Time         `json:"changed_at"`
+				State          GenerationState   `json:"state"`
+				PublishedAt    time.Time         `json:"published_at"`
+				Tombstone      *Tombstone        `json:"tombstone"`
+				Retirement     *RetirementIntent `json:"retirement"`
+				StateChangedAt time.Time         `json:"state_changed_at"`
 			}
 			if _, err := getJSON(tx.Bucket(bucketGenerations), k, &g); err != nil {
 				return err
 			}
-			full := Generation{PublishedAt: g.PublishedAt, Tombstone: g.Tombstone, Retirement: g.Retirement, ChangedAt: g.ChangedAt}
+			full := Generation{PublishedAt: g.PublishedAt, Tombstone: g.Tombstone, Retirement: g.Retirement, StateChangedAt: g.StateChangedAt}
 			info.ChangedAt = laterOf(info.ChangedAt, full.LastChange())
+			info.ChangedAt = laterOf(info.ChangedAt, leasesChangedAt(tx.Bucket(bucketGenerationLeases).Bucket(k)))
 			info.Generations++
 			switch g.State {
 			case Tombstoned:
