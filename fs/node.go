@@ -403,9 +403,9 @@ var stateDirs = []string{"generations", "tombstones", "retiring"}
 
 // invalidateGeneration tells the kernel to forget name in each state
 // directory that no longer holds it, and drops go-fuse's link there. It
-// runs after the store call, holding no locks, from a WRITE on a ctl file
-// (the kernel holds only that file's lock, never a state directory's), so
-// the notification cannot deadlock. A failed notification needs no
+// runs after the store call, holding no locks, from a WRITE or FLUSH on a
+// ctl file (the kernel holds at most that file's lock, never a state
+// directory's), so the notification cannot deadlock. A failed notification needs no
 // handling: entries of these directories have zero timeouts, so the next
 // lookup asks leasefs anyway.
 func (n *node) invalidateGeneration(name string) {
