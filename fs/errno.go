@@ -43,6 +43,8 @@ func toSyscall(e leasefs.Errno) syscall.Errno {
 		return syscall.EIO
 	case leasefs.ENOSPC:
 		return syscall.ENOSPC
+	case leasefs.EOPNOTSUPP:
+		return syscall.EOPNOTSUPP
 	}
 	return syscall.EIO
 }

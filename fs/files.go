@@ -8,6 +8,8 @@ import (
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"templatefs/leasefs"
 )
 
 // payloadFile serves a payload from its backing file, opened O_RDONLY by
@@ -65,4 +67,32 @@ func (t *textFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadR
 	}
 	end := min(int64(len(t.data)), off+int64(len(dest)))
 	return fuse.ReadResultData(t.data[off:end]), 0
+}
+
+// commandFile is an open of a lease or ctl file for writing: reads serve
+// the text rendered at open, writes go to its leasefs.Commands (through
+// node.Write), and close runs a final line written without a newline.
+type commandFile struct {
+	textFile
+	n   *node
+	cmd *leasefs.Commands
+}
+
+// Flush is FLUSH, sent at each close(2) of the handle: the error of a
+// final command written without a newline is what close returns.
+var _ = (fusefs.FileFlusher)((*commandFile)(nil))
+
+func (c *commandFile) Flush(ctx context.Context) syscall.Errno {
+	return c.n.afterCommands(c.n.refuse("close", "", c.cmd.Flush()))
+}
+
+// Release runs what no FLUSH ran (none is pending after a close); no one
+// receives its error, so it is only logged. It sends no notifications:
+// RELEASE can arrive while the mount is going away, and the state
+// directories' entries have zero timeouts anyway.
+var _ = (fusefs.FileReleaser)((*commandFile)(nil))
+
+func (c *commandFile) Release(ctx context.Context) syscall.Errno {
+	c.n.refuse("release", "", c.cmd.Flush())
+	return 0
 }

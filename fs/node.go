@@ -189,9 +189,10 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 
 // handle wraps an opened leasefs.Handle with its open flags. Payloads get a
 // handle without PassthroughFd when passthrough is off, so go-fuse never
-// asks the kernel to register the backing file. No handle has anything to
-// flush (writes reach leasefs whole, at write(2)), so every open sets
-// FOPEN_NOFLUSH and close(2) costs no FLUSH round trip.
+// asks the kernel to register the backing file. Only an open for writing
+// of a lease or ctl file has something to do at close (a final command
+// without a newline, leasefs.Commands.Flush); every other open sets
+// FOPEN_NOFLUSH, so its close(2) costs no FLUSH round trip.
 func (n *node) handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errno) {
 	const cached, direct = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH
 	if h.File != nil {
@@ -205,6 +206,9 @@ func (n *node) handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errn
 		// Read from the fd like a payload, but never cached or passed
 		// through: each open has its own snapshot.
 		return &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.Snapshot)}, direct, 0
+	}
+	if h.Commands != nil {
+		return &commandFile{textFile: textFile{data: h.Data}, n: n, cmd: h.Commands}, fuse.FOPEN_DIRECT_IO, 0
 	}
 	return &textFile{data: h.Data}, direct, 0
 }
@@ -226,7 +230,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	fillAttr(cr.Node, cr.Attr, &out.Attr)
 	out.SetEntryTimeout(timeout(cr.Node))
 	out.SetAttrTimeout(timeout(cr.Node))
-	h := leasefs.Handle{Data: cr.Data}
+	h := cr.Handle()
 	if cr.Data == nil {
 		if h, err = n.lfs.Open(cr.Node, openFlags(flags), callerOf(ctx)); err != nil {
 			return nil, nil, 0, n.refuse("open", name, err)
@@ -348,33 +352,60 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	return n.refuse("removexattr", "", n.lfs.ChangeXattr(n.ln, attr, callerOf(ctx)))
 }
 
-// Write hands each write(2) to leasefs.FS.Write as one command: `pid N`
-// or `kill` on lease files, `tombstone`, `lift` or `retire` on ctl files;
-// every other node refuses (EROFS). Node-level, so no handle can bypass
-// it. After a ctl write the generation may have moved between
-// generations/, tombstones/ and retiring/ (or left the tree), which the
-// kernel did not see: invalidateGeneration drops its old dentries.
+// Write passes each write(2) to the handle's leasefs.Commands: lines of
+// `pid N` or `kill` on lease files, `tombstone`, `lift` or `retire` on ctl
+// files. Only those opens have one; every other node refuses opens for
+// writing, so the kernel sends no write for them. Node-level, so no
+// handle type can bypass it.
 var _ = (fusefs.NodeWriter)((*node)(nil))
 
 func (n *node) Write(ctx context.Context, fh fusefs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
-	written, err := n.lfs.Write(n.ln, data, callerOf(ctx))
-	if err != nil {
-		return 0, n.refuse("write", "", err)
+	cf, ok := fh.(*commandFile)
+	if !ok {
+		return 0, syscall.EBADF // not opened for writing; the kernel refuses such writes itself
 	}
-	if n.ln.Kind() == leasefs.KindCtlFile {
-		n.invalidateGeneration(n.ln.Generation().String())
+	written, err := cf.cmd.Write(data, callerOf(ctx))
+	if errno := n.afterCommands(n.refuse("write", "", err)); errno != 0 {
+		return 0, errno
 	}
 	return uint32(written), 0
 }
+
+// afterCommands returns errno after commands ran on n. A ctl command may
+// have moved the generation between generations/, tombstones/ and
+// retiring/ (or out of the tree), which the kernel did not see:
+// invalidateGeneration drops its old dentries, whether or not a later
+// command was refused.
+func (n *node) afterCommands(errno syscall.Errno) syscall.Errno {
+	if n.ln.Kind() == leasefs.KindCtlFile {
+		n.invalidateGeneration(n.ln.Generation().String())
+	}
+	return errno
+}
+
+// Allocate answers fallocate(2) with leasefs.FS.Allocate (EOPNOTSUPP),
+// logged; the kernel sends it only for descriptors open for writing.
+var _ = (fusefs.NodeAllocater)((*node)(nil))
+
+func (n *node) Allocate(ctx context.Context, fh fusefs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
+	return n.refuse("fallocate", "", n.lfs.Allocate(n.ln, callerOf(ctx)))
+}
+
+// Fsync has nothing to sync: payloads never change, and every command is
+// durable when its write (or close) returns. Without it go-fuse answers
+// EOPNOTSUPP, which fsync(2) would return.
+var _ = (fusefs.NodeFsyncer)((*node)(nil))
+
+func (n *node) Fsync(ctx context.Context, fh fusefs.FileHandle, flags uint32) syscall.Errno { return 0 }
 
 // stateDirs are the top-level directories a generation moves between.
 var stateDirs = []string{"generations", "tombstones", "retiring"}
 
 // invalidateGeneration tells the kernel to forget name in each state
 // directory that no longer holds it, and drops go-fuse's link there. It
-// runs after the store call, holding no locks, from a WRITE on a ctl file
-// (the kernel holds only that file's lock, never a state directory's), so
-// the notification cannot deadlock. A failed notification needs no
+// runs after the store call, holding no locks, from a WRITE or FLUSH on a
+// ctl file (the kernel holds at most that file's lock, never a state
+// directory's), so the notification cannot deadlock. A failed notification needs no
 // handling: entries of these directories have zero timeouts, so the next
 // lookup asks leasefs anyway.
 func (n *node) invalidateGeneration(name string) {

@@ -46,7 +46,10 @@ type Attr struct {
 }
 
 // Attr returns the node's attributes, read from the store now: sizes of
-// text files are the length of their rendered text, payload files report
+// text files are the length of their rendered text, and their mtime and
+// ctime the time of the last change to what they show (renderStore,
+// renderStatus, renderKeyGenerations, leaseChanged), so rsync and make
+// see every change; payload files report
 // the backing file's size, st_blocks and st_blksize (so sparse images
 // stay sparse for tar and backup tools, fuse-and-store-notes.md §D6), and
 // times come from the records, never from the backing files. Errors:
@@ -68,10 +71,12 @@ func (f *FS) Attr(n Node) (Attr, error) {
 	case KindIndexFile:
 		return f.indexAttr(a)
 	case KindStoreFile:
+		var changed time.Time
 		var err error
-		if text, err = f.renderStore(); err != nil {
+		if text, changed, err = f.renderStore(); err != nil {
 			return Attr{}, err
 		}
+		a.setTimes(changed, changed)
 		a.Mode = modeText
 	case KindKeyDir, KindKeyFile, KindKeyLeasesDir:
 		k, err := f.key(n)
@@ -119,7 +124,7 @@ func (f *FS) leaseAttr(n Node, l store.Lease) (Attr, []byte, error) {
 		return Attr{}, nil, err
 	}
 	a := Attr{Ino: n.Ino(), Mode: modeLease, Nlink: leaseNames, Blksize: textBlksize, UID: f.uid, GID: f.gid}
-	a.setTimes(l.CreatedAt, l.CreatedAt)
+	a.setTimes(leaseChanged(l), leaseChanged(l))
 	a.setText(text)
 	return a, text, nil
 }
@@ -149,10 +154,11 @@ func (f *FS) generationAttr(n Node, a Attr) (Attr, error) {
 	case KindCtlFile:
 		a.Mode, text = modeCtl, ctlText
 	case KindStatusFile:
-		if text, err = f.renderStatus(g); err != nil {
+		var changed time.Time
+		if text, changed, err = f.renderStatus(g); err != nil {
 			return Attr{}, err
 		}
-		a.setTimes(stateChanged(g), stateChanged(g))
+		a.setTimes(changed, changed)
 		a.Mode = modeText
 	case KindPayloadFile:
 		file, err := f.st.OpenPayload(g.ID, n.name)

@@ -28,6 +28,19 @@ func TestAttr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A status file's mtime is its record's last change: the state, or
+	// the lease set (the fixture acquires leases after publishing).
+	changed := func(i int) time.Time {
+		g, err := fx.st.Generation(fx.gens[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases, err := fx.st.LeasesChangedAt(g.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return latest(g.LastChange(), leases)
+	}
 	tests := []struct {
 		path  string
 		mode  fs.FileMode
@@ -36,7 +49,7 @@ func TestAttr(t *testing.T) {
 		ctime time.Time
 	}{
 		{".", fs.ModeDir | 0o555, 7, info.CreatedAt, info.CreatedAt},
-		{"store", 0o444, 1, info.CreatedAt, info.CreatedAt},
+		{"store", 0o444, 1, info.ChangedAt, info.ChangedAt},
 		{"keys", fs.ModeDir | 0o555, 1, info.CreatedAt, info.CreatedAt},
 		{"keys/KEY", fs.ModeDir | 0o555, 3, g1.PublishedAt, g1.PublishedAt},
 		{"keys/KEY/leases", fs.ModeDir | 0o755, 2, g1.PublishedAt, g1.PublishedAt},
@@ -49,9 +62,9 @@ func TestAttr(t *testing.T) {
 		{"generations/g000001", fs.ModeDir | 0o555, 4, g1.PublishedAt, g1.PublishedAt},
 		{"tombstones/g000002", fs.ModeDir | 0o555, 4, g2.PublishedAt, g2.Tombstone.At},
 		{"generations/g000001/manifest", 0o444, 1, g1.PublishedAt, g1.PublishedAt},
-		{"generations/g000001/status", 0o444, 1, g1.PublishedAt, g1.PublishedAt},
-		{"tombstones/g000002/status", 0o444, 1, g2.Tombstone.At, g2.Tombstone.At},
-		{"retiring/g000005/status", 0o444, 1, fx.gens[5].Retirement.At, fx.gens[5].Retirement.At},
+		{"generations/g000001/status", 0o444, 1, changed(1), changed(1)},
+		{"tombstones/g000002/status", 0o444, 1, changed(2), changed(2)},
+		{"retiring/g000005/status", 0o444, 1, changed(5), changed(5)},
 		{"retiring/g000005", fs.ModeDir | 0o555, 4, fx.gens[5].PublishedAt, fx.gens[5].Tombstone.At},
 		{"generations/g000001/ctl", 0o644, 1, g1.PublishedAt, g1.PublishedAt},
 		{"tombstones/g000002/ctl", 0o644, 1, g2.PublishedAt, g2.PublishedAt},

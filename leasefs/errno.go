@@ -34,31 +34,33 @@ const (
 	ETIMEDOUT
 	EIO
 	ENOSPC
+	EOPNOTSUPP
 )
 
 var errnoNames = [...]string{
 	OK: "OK", ENOENT: "ENOENT", EEXIST: "EEXIST", EPERM: "EPERM", EACCES: "EACCES", EINVAL: "EINVAL", EBUSY: "EBUSY",
 	EROFS: "EROFS", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EOVERFLOW: "EOVERFLOW", ESRCH: "ESRCH", ETIMEDOUT: "ETIMEDOUT", EIO: "EIO",
-	ENOSPC: "ENOSPC",
+	ENOSPC: "ENOSPC", EOPNOTSUPP: "EOPNOTSUPP",
 }
 
 // errnoDocs says what each Errno means on the mount.
 var errnoDocs = [...]string{
-	OK:        "success",
-	ENOENT:    "no such name: the generation, key or lease does not exist, or is not in this directory (a generation is listed only under the directory of its state, generations/, tombstones/ or retiring/; a lease only under its own generation and key)",
-	EEXIST:    "the name exists: O_EXCL create of an existing lease or file, mkdir/mknod/symlink/link of an existing name",
-	EPERM:     "the operation is not part of the tree's contract at that place; or the generation refuses it by state (new leases on a tombstoned, retiring or ineligible generation, retiring a published one, lifting a retiring one); or the daemon may not inspect the process a lease is bound to, so it cannot verify the exit a release needs",
-	EACCES:    "the caller is neither the store owner nor root: only they may change the tree, other users may only read; without allow_other the kernel refuses other users everything with EACCES",
-	EINVAL:    "a bad value: a lease name that is not a clone ID, or a write(2) that is not one command of the lease or ctl file's grammar",
-	EBUSY:     "the clone ID is already leased on another generation or key, the lease is bound to another process, its bound process is still running, or a retiring generation still holds leases",
-	EROFS:     "the node is immutable: payloads, rendered files and fixed directories take no write-open, truncate, chmod, chown, utimes or xattr change; or the whole store is read-only (`read_only` in `MNT/store` says why) and takes no change at all",
-	ENOTDIR:   "a directory operation named a file",
-	EISDIR:    "a file operation named a directory",
-	EOVERFLOW: "an object number does not fit an inode number (above 2^56-1)",
-	ESRCH:     "a `pid N` write names no running process (or a thread that is not a thread-group leader, or a process that has exited)",
-	ETIMEDOUT: "a `kill` write: the bound process was still there when the bounded wait ended, or could not be signalled; the lease stays, in state teardown-failed",
-	EIO:       "store I/O failed or the index is damaged (including a malformed settings row; damage found while mounted also makes the store read-only); an error without a row in the table is logged with its whole chain",
-	ENOSPC:    "the store's file system is full: the change was not made",
+	OK:         "success",
+	ENOENT:     "no such name: the generation, key or lease does not exist, or is not in this directory (a generation is listed only under the directory of its state, generations/, tombstones/ or retiring/; a lease only under its own generation and key)",
+	EEXIST:     "the name exists: O_EXCL create of an existing lease or file, mkdir/mknod/symlink/link of an existing name",
+	EPERM:      "the operation is not part of the tree's contract at that place; or the generation refuses it by state (new leases on a tombstoned, retiring or ineligible generation, retiring a published one, lifting a retiring one); or the daemon may not inspect the process a lease is bound to, so it cannot verify the exit a release needs",
+	EACCES:     "the caller is neither the store owner nor root: only they may change the tree, other users may only read; without allow_other the kernel refuses other users everything with EACCES",
+	EINVAL:     "a bad value: a lease name that is not a clone ID, or a command line that is not one of the lease or ctl file's grammar (from write(2), or from close(2) for a last line without newline); from the kernel: ftruncate(2) of a descriptor not open for writing, readlink(2) of a file",
+	EBUSY:      "the clone ID is already leased on another generation or key, the lease is bound to another process, its bound process is still running, or a retiring generation still holds leases",
+	EROFS:      "the node is immutable: payloads, rendered files and fixed directories take no write-open, truncate, chmod, chown, utimes or xattr change; or the whole store is read-only (`read_only` in `MNT/store` says why) and takes no change at all",
+	ENOTDIR:    "a directory operation named a file",
+	EISDIR:     "a file operation named a directory",
+	EOVERFLOW:  "an object number does not fit an inode number (above 2^56-1)",
+	ESRCH:      "a `pid N` write names no running process (or a thread that is not a thread-group leader, or a process that has exited)",
+	ETIMEDOUT:  "a `kill` write: the bound process was still there when the bounded wait ended, or could not be signalled; the lease stays, in state teardown-failed",
+	EIO:        "store I/O failed or the index is damaged (including a malformed settings row; damage found while mounted also makes the store read-only); an error without a row in the table is logged with its whole chain",
+	ENOSPC:     "the store's file system is full: the change was not made",
+	EOPNOTSUPP: "the tree has no such operation for any file: fallocate(2) of a lease or ctl file",
 }
 
 // String returns the errno's name, e.g. "EROFS".
@@ -130,14 +132,41 @@ var errnoTable = []ErrnoRow{
 	{ErrExist, "leasefs.ErrExist", EEXIST, "O_EXCL create of an existing lease or file; mkdir, mknod, symlink or link of an existing name"},
 	{ErrReadOnly, "leasefs.ErrReadOnly", EROFS, "write-open, truncate, chmod, chown, utimes or xattr change of a payload, rendered file or fixed directory"},
 	{ErrNotPermitted, "leasefs.ErrNotPermitted", EPERM, "create outside the leases directories of a generation or key, mkdir, mknod, symlink, link, rmdir of anything but a generation, unlink outside leases directories, rename other than `generations/<gen>` to `tombstones/<gen>` and back, chmod, chown or xattr change of lease and ctl files"},
-	{ErrBadWrite, "leasefs.ErrBadWrite", EINVAL, "a write(2) to a lease or ctl file that is not one command of its grammar (see docs/leases.md), or longer than " + strconv.Itoa(MaxCommandLen) + " bytes"},
+	{ErrBadWrite, "leasefs.ErrBadWrite", EINVAL, "a command line written to a lease or ctl file that is not one command of its grammar (see docs/leases.md), or longer than " + strconv.Itoa(MaxCommandLen) + " bytes; from write(2), or from close(2) for a last line without newline"},
 	{ErrNotDir, "leasefs.ErrNotDir", ENOTDIR, "lookup, readdir or create below a file"},
 	{ErrIsDir, "leasefs.ErrIsDir", EISDIR, "open of a directory as a file"},
+	{ErrNotSupported, "leasefs.ErrNotSupported", EOPNOTSUPP, "fallocate(2) of a lease or ctl file: they take commands, not data"},
 	{ErrInoOverflow, "leasefs.ErrInoOverflow", EOVERFLOW, "generation ID or sequence number above 2^56-1 has no inode number"},
 	{fs.ErrInvalid, "fs.ErrInvalid", EINVAL, "a path given to Walk is not an io/fs path"},
 	{syscall.ENOSPC, "syscall.ENOSPC", ENOSPC, "a lease, bind, release, tombstone, lift or retirement found the store's file system full (a payload write or an index commit); nothing changed. A failed index commit also makes the store read-only"},
 	{syscall.EIO, "syscall.EIO", EIO, "a payload write, fsync or index commit of the store failed with an I/O error; nothing changed. A failed fsync or commit also makes the store read-only (`store` shows the reason) until the daemon restarts"},
 }
+
+// OtherErrno is an errno that reaches callers of the mount without a
+// leasefs error: the kernel answers the call itself, or an adapter does
+// for a request that leasefs has no method for.
+type OtherErrno struct {
+	Name string // e.g. "ENODEV"
+	By   string // "kernel" or "adapter"
+	When string // one line
+}
+
+// otherErrnos are the OtherErrnos, found by probing both backends
+// (tests/conformance, case Errnos, checks each).
+var otherErrnos = []OtherErrno{
+	{"EBADF", "kernel", "write(2), fallocate(2), an fcntl(2) write lock or copy_file_range(2) into a descriptor not open for writing (only lease and ctl files open for writing)"},
+	{"EINVAL", "kernel", "ftruncate(2) of a descriptor not open for writing; readlink(2) of a file (the tree has no symbolic links)"},
+	{"ENODEV", "kernel", "go-fuse: mmap(2) of a text, lease or ctl file or `store.db`, which are served with direct I/O (cgofuse maps them); copy `store.db` out before opening it with bbolt tools"},
+	{"EACCES", "kernel", "mmap(2) of a descriptor not open for reading; a writable shared mapping of a payload (payloads open read-only)"},
+	{"ENOTTY", "kernel", "ioctl(2) on any file of the mount, for example FS_IOC_GETFLAGS as lsattr asks: the tree has no ioctls"},
+	{"EXDEV", "kernel", "copy_file_range(2) between the mount and another filesystem; cp and rsync fall back to read and write"},
+	{"EOPNOTSUPP", "kernel", "open(2) with O_TMPFILE; on cgofuse, fallocate(2) (libfuse has no fallocate callback: the kernel answers for it)"},
+	{"ENODATA", "adapter", "getxattr(2) of a name the node does not have: payloads have only `" + XattrSHA256 + "` and `" + XattrGeneration + "`, other nodes none"},
+	{"ERANGE", "adapter", "getxattr(2) or listxattr(2) with a buffer too small for the value"},
+}
+
+// OtherErrnos returns a copy of the OtherErrnos.
+func OtherErrnos() []OtherErrno { return append([]OtherErrno(nil), otherErrnos...) }
 
 // ErrnoTable returns a copy of the error table, in match order.
 func ErrnoTable() []ErrnoRow { return append([]ErrnoRow(nil), errnoTable...) }
@@ -204,6 +233,11 @@ func ErrnoMarkdown() string {
 	b.WriteString("| # | error | errno | when |\n|---|---|---|---|\n")
 	for i, r := range errnoTable {
 		fmt.Fprintf(&b, "| %d | `%s` | %s | %s |\n", i+1, r.Name, r.Errno, mdCell(r.Reason))
+	}
+	b.WriteString("\n## Errnos without a leasefs error\n\nThe kernel answers these calls itself, or an adapter does for a request leasefs has no method for; nothing is logged.\n\n")
+	b.WriteString("| errno | by | when |\n|---|---|---|\n")
+	for _, o := range otherErrnos {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", o.Name, o.By, mdCell(o.When))
 	}
 	return b.String()
 }

@@ -31,11 +31,14 @@ var (
 	ErrNotDir = errors.New("not a directory")
 	// ErrIsDir is returned by Open of a directory.
 	ErrIsDir = errors.New("is a directory")
-	// ErrBadWrite is returned by Write when the written bytes are not one
-	// command of the file's grammar: `pid <1..2147483647>` or `kill` for a
-	// lease file, `tombstone`, `lift` or `retire` for a ctl file, each with
-	// an optional trailing newline and at most MaxCommandLen bytes.
+	// ErrBadWrite is returned by Commands.Write and Commands.Flush when a
+	// command line is not one command of the file's grammar: `pid
+	// <1..2147483647>` or `kill` for a lease file, `tombstone`, `lift` or
+	// `retire` for a ctl file, each at most MaxCommandLen bytes.
 	ErrBadWrite = errors.New("not a command of this file")
+	// ErrNotSupported is returned by Allocate: no file of the tree takes
+	// data, so none can preallocate space.
+	ErrNotSupported = errors.New("operation not supported by this file")
 	// ErrRetirementPending is returned by Rmdir of retiring/<gen>: the
 	// generation is already retiring and leaves the tree only when its
 	// last lease is released.

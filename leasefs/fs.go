@@ -36,6 +36,7 @@ type FS struct {
 	st       *store.Store
 	log      *slog.Logger
 	uid, gid uint32
+	owners   []uint32  // who may change the tree (authorize): the store owner and root unless SetOwners
 	created  time.Time // store creation: the times of the fixed nodes
 	killWait time.Duration
 	refusals refusals
@@ -50,6 +51,7 @@ func New(st *store.Store, opts Options) (*FS, error) {
 		return nil, fmt.Errorf("leasefs: read store creation time: %w", err)
 	}
 	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: created, killWait: opts.KillWait}
+	f.owners = []uint32{f.uid, 0}
 	if f.killWait <= 0 {
 		f.killWait = DefaultKillWait
 	}

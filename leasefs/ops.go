@@ -14,7 +14,7 @@ type OpenFlags struct {
 	Truncate bool // O_TRUNC
 }
 
-// Handle is an open file. Exactly one of Data and File is set.
+// Handle is an open file. Exactly one of Data, File and Snapshot is set.
 type Handle struct {
 	// Data is the content of a text, lease or ctl file, rendered at open:
 	// the handle keeps reading this snapshot, so adapters serve it without
@@ -29,6 +29,10 @@ type Handle struct {
 	// must close it. Each open sees its own snapshot, so adapters serve it
 	// without the page cache (direct I/O).
 	Snapshot *os.File
+	// Commands is set on an open of a lease or ctl file for writing: the
+	// handle's command stream. Adapters pass it every write(2) and call
+	// its Flush at each close (FLUSH) and at RELEASE.
+	Commands *Commands
 }
 
 // isWritable reports whether n takes writes: lease files (`pid N`,
@@ -77,7 +81,11 @@ func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 	if err != nil {
 		return Handle{}, err
 	}
-	return Handle{Data: data}, nil
+	h := Handle{Data: data}
+	if fl.Write {
+		h.Commands = f.commands(n)
+	}
+	return h, nil
 }
 
 // AttrChange is the set of attributes a setattr asks to change.
@@ -119,6 +127,16 @@ func (f *FS) SetAttr(n Node, ch AttrChange, c Caller) error {
 		return fmt.Errorf("setattr %s: only times (and the size of lease and ctl files) may change: %w", n, ErrNotPermitted)
 	}
 	return nil
+}
+
+// Allocate is the answer to fallocate(2) of n by c (the kernel sends it
+// only for a descriptor open for writing, so for lease and ctl files):
+// they take commands, not data. Errors: ErrAccess, else ErrNotSupported.
+func (f *FS) Allocate(n Node, c Caller) error {
+	if err := f.authorize(c, "fallocate "+n.String()); err != nil {
+		return err
+	}
+	return fmt.Errorf("fallocate %s: %w", n, ErrNotSupported)
 }
 
 // ChangeXattr is the answer to setxattr(2) and removexattr(2) by c: the
@@ -203,11 +221,17 @@ type Created struct {
 	// Data is the lease record as `cat` shows it, for a lease file; nil
 	// for any other existing node, which the adapter opens with Open.
 	Data []byte
+	// Commands is the command stream of the lease file's new handle (a
+	// create opens for writing); nil with Data.
+	Commands *Commands
 }
+
+// Handle is the open handle of a created lease file.
+func (cr Created) Handle() Handle { return Handle{Data: cr.Data, Commands: cr.Commands} }
 
 func (f *FS) createdLease(n Node, l store.Lease) (Created, error) {
 	a, data, err := f.leaseAttr(n, l)
-	return Created{Node: n, Attr: a, Data: data}, err
+	return Created{Node: n, Attr: a, Data: data, Commands: f.commands(n)}, err
 }
 
 // Remove is unlink(2) of name in dir by c. Only lease files can be

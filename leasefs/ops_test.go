@@ -71,24 +71,42 @@ func xattr(path string) op {
 	return func(fx *fixture) error { return fx.fs.ChangeXattr(fx.walk(path), "user.x", fx.caller) }
 }
 
-// write writes data to path in one call and checks that a success reports
-// every byte written.
+// write opens path for writing, writes data in one call and closes it
+// (Flush), as `printf ... > path` does; it returns the first error and
+// checks that a successful write reports every byte written.
 func write(path, data string) op {
 	return func(fx *fixture) error {
-		n, err := fx.fs.Write(fx.walk(path), []byte(data), fx.caller)
-		if err == nil && n != len(data) {
-			return fmt.Errorf("Write = %d, want %d", n, len(data))
+		h, err := fx.fs.Open(fx.walk(path), OpenFlags{Write: true, Truncate: true}, fx.caller)
+		if err != nil {
+			return err
 		}
-		return err
+		return writeAndClose(h, data, fx.caller)
 	}
 }
 
-// writeStale resolves path, releases its lease, runs then, and writes
-// data through the node resolved before the release: an open file handle
-// outliving its lease.
+// writeAndClose writes data to h's command stream in one call as c, then
+// flushes it as a close would.
+func writeAndClose(h Handle, data string, c Caller) error {
+	n, err := h.Commands.Write([]byte(data), c)
+	if err == nil && n != len(data) {
+		return fmt.Errorf("Write = %d, want %d", n, len(data))
+	}
+	if ferr := h.Commands.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// writeStale opens path for writing, releases its lease, runs then, and
+// writes data through the handle opened before the release: an open
+// file handle outliving its lease.
 func writeStale(path, data string, then ...op) op {
 	return func(fx *fixture) error {
 		n := fx.walk(path)
+		h, err := fx.fs.Open(n, OpenFlags{Write: true}, fx.caller)
+		if err != nil {
+			fx.t.Fatal(err)
+		}
 		if err := fx.st.ReleaseLease(n.name); err != nil {
 			fx.t.Fatal(err)
 		}
@@ -97,8 +115,23 @@ func writeStale(path, data string, then ...op) op {
 				fx.t.Fatal(err)
 			}
 		}
-		_, err := fx.fs.Write(n, []byte(data), fx.caller)
-		return err
+		return writeAndClose(h, data, fx.caller)
+	}
+}
+
+func allocate(path string) op {
+	return func(fx *fixture) error { return fx.fs.Allocate(fx.walk(path), fx.caller) }
+}
+
+// writeBy opens path for writing as the owner and writes data through
+// that handle as c: a descriptor passed to another user.
+func writeBy(c Caller, path, data string) op {
+	return func(fx *fixture) error {
+		h, err := fx.fs.Open(fx.walk(path), OpenFlags{Write: true}, owner)
+		if err != nil {
+			fx.t.Fatal(err)
+		}
+		return writeAndClose(h, data, c)
 	}
 }
 
@@ -282,9 +315,14 @@ func TestOps(t *testing.T) {
 		{"write lease kill through key", write("keys/KEY/leases/c5", "kill"), OK, all(noLease("c5"), retired(5))},
 		{"write lease no process", write("generations/g000001/leases/c1", noProcess+"\n"), ESRCH, all(leaseState("c1", store.Reserved), refused(1, "write lease c1 ESRCH"))},
 		{"write lease bad", write("leases/c1", "bind 1\n"), EINVAL, all(leaseState("c1", store.Reserved), refused(1, "write lease c1 EINVAL"))},
-		{"write lease empty", write("leases/c1", ""), EINVAL, leaseState("c1", store.Reserved)},
-		{"write lease too long", write("leases/c1", "kill"+strings.Repeat("\n", MaxCommandLen)), EINVAL, leaseState("c1", store.Reserved)},
-		{"write lease as other", as(other, write("leases/c1", "kill")), EACCES, all(leaseState("c1", store.Reserved), refused(1, "write lease c1 EACCES"))},
+		{"write lease empty", write("leases/c1", ""), OK, leaseState("c1", store.Reserved)},
+		{"write lease empty lines", write("leases/c1", "\n\n"), OK, leaseState("c1", store.Reserved)},
+		{"write lease kill then empty line", write("leases/c1", "kill\n\n"), OK, noLease("c1")},
+		{"write lease kill at close", write("leases/c1", "kill"), OK, noLease("c1")},
+		{"write lease too long", write("leases/c1", "pid "+strings.Repeat("1", MaxCommandLen)+"\n"), EINVAL, leaseState("c1", store.Reserved)},
+		{"write lease too long without newline", write("leases/c1", strings.Repeat("k", MaxCommandLen+1)), EINVAL, leaseState("c1", store.Reserved)},
+		{"write lease bad at close", write("leases/c1", "bind 1"), EINVAL, all(leaseState("c1", store.Reserved), refused(1, "write lease c1 EINVAL"))},
+		{"write lease as other", writeBy(other, "leases/c1", "kill"), EACCES, all(leaseState("c1", store.Reserved), refused(1, "write lease c1 EACCES"))},
 		{"write released lease", writeStale("leases/c1", "kill"), ENOENT, noLease("c1")},
 		{"write reacquired lease", writeStale("leases/c1", "kill", create("generations/g000003/leases/c1", false)), ENOENT, leaseOn("c1", 3)},
 
@@ -298,9 +336,14 @@ func TestOps(t *testing.T) {
 		{"ctl retire without leases", seq(write("tombstones/g000002/ctl", "retire\n"), remove("leases/c2")), OK, retired(2)},
 		{"ctl retire retiring", write("retiring/g000005/ctl", "retire"), OK, retiringNow(5)},
 		{"ctl retire published", write("generations/g000001/ctl", "retire\n"), EPERM, all(state(1, store.Published), refused(1, "ctl retire EPERM"), refused(1, "not tombstoned"))},
-		{"ctl bad", write("generations/g000001/ctl", "delete\n"), EINVAL, all(state(1, store.Published), refused(1, `write ctl EINVAL: `), refused(1, `"delete\n"`))},
-		{"ctl two commands", write("tombstones/g000002/ctl", "lift\nretire\n"), EINVAL, state(2, store.Tombstoned)},
-		{"ctl as other", as(other, write("generations/g000001/ctl", "tombstone\n")), EACCES, all(state(1, store.Published), refused(1, "write ctl EACCES"))},
+		{"ctl bad", write("generations/g000001/ctl", "delete\n"), EINVAL, all(state(1, store.Published), refused(1, `write ctl EINVAL: `), refused(1, `"delete"`))},
+		{"ctl two commands", write("generations/g000001/ctl", "tombstone\nretire\n"), OK, retiringNow(1)},
+		{"ctl second command refused", write("tombstones/g000002/ctl", "lift\nretire\nlift\n"), EPERM, all(state(2, store.Published), refused(2, "ctl retire EPERM"))},
+		{"ctl tombstone and empty line", write("generations/g000001/ctl", "tombstone\n\n"), OK, tombstonedBy(1, owner.UID)},
+		{"ctl as other", writeBy(other, "generations/g000001/ctl", "tombstone\n"), EACCES, all(state(1, store.Published), refused(1, "write ctl EACCES"))},
+		{"fallocate lease", allocate("leases/c1"), EOPNOTSUPP, leaseState("c1", store.Reserved)},
+		{"fallocate ctl", allocate("generations/g000001/ctl"), EOPNOTSUPP, state(1, store.Published)},
+		{"fallocate as other", as(other, allocate("leases/c1")), EACCES, nil},
 		{"write payload", write(pay, "x"), EROFS, nil},
 		{"write status", write("generations/g000001/status", "x"), EROFS, nil},
 		{"write status as other", as(other, write("generations/g000001/status", "x")), EACCES, nil},
@@ -458,7 +501,7 @@ func refused(gen int, want string) func(fx *fixture) error {
 		if err != nil {
 			return err
 		}
-		text, err := fx.fs.renderStatus(g)
+		text, _, err := fx.fs.renderStatus(g)
 		if err != nil {
 			return err
 		}

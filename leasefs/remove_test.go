@@ -1,6 +1,10 @@
 package leasefs
 
-import "testing"
+import (
+	"testing"
+
+	"templatefs/store"
+)
 
 func TestCheckRemove(t *testing.T) {
 	fx := newFixture(t, makeCaptures(t))
@@ -27,6 +31,37 @@ func TestCheckRemove(t *testing.T) {
 			dir, name := fx.parent(tc.path)
 			if got := ToErrno(fx.fs.CheckRemove(dir, name, tc.caller)); got != tc.want {
 				t.Errorf("CheckRemove(%s) as uid %d: %v, want %v", tc.path, tc.caller.UID, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckRemoveRelease: before a Windows delete, CheckRemove refuses a
+// lease whose release the store would refuse (WinFsp ignores the unlink's
+// own result), with the errno rm gets, and changes nothing.
+func TestCheckRemoveRelease(t *testing.T) {
+	capture := makeCaptures(t)
+	for _, tc := range []struct {
+		name    string
+		verdict store.ExitVerdict
+		want    Errno
+	}{
+		{"alive", store.ProcessAlive, EBUSY},
+		{"hidden", store.ProcessUninspectable, EPERM},
+		{"exited", store.ProcessExited, OK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			procs := &fakeProcs{verdict: tc.verdict}
+			fx := newFixtureWith(t, capture, procs)
+			if err := write("leases/c1", "pid 42")(fx); err != nil {
+				t.Fatal(err)
+			}
+			dir, name := fx.parent("leases/c1")
+			if got := ToErrno(fx.fs.CheckRemove(dir, name, owner)); got != tc.want {
+				t.Errorf("CheckRemove of a lease whose process is %s: %v, want %v", tc.name, got, tc.want)
+			}
+			if got := ToErrno(fx.fs.Remove(dir, name, owner)); got != tc.want {
+				t.Errorf("Remove after CheckRemove: %v, want the same %v", got, tc.want)
 			}
 		})
 	}

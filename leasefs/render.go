@@ -17,7 +17,8 @@ import (
 func (f *FS) content(n Node) ([]byte, error) {
 	switch n.kind {
 	case KindStoreFile:
-		return f.renderStore()
+		text, _, err := f.renderStore()
+		return text, err
 	case KindKeyFile:
 		k, err := f.key(n)
 		return []byte(k.Canonical), err
@@ -31,7 +32,8 @@ func (f *FS) content(n Node) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return f.renderStatus(g)
+		text, _, err := f.renderStatus(g)
+		return text, err
 	case KindLeaseFile:
 		l, err := f.lease(n)
 		if err != nil {
@@ -58,20 +60,22 @@ func (w *kv) line(key string, value any) {
 }
 
 // renderStore renders MNT/store: identity, schema, counts, the
-// eligibility settings and whether the store is read-only (and why). A
-// read-only store whose index cannot be read shows only the read_only
-// line, so the reason stays visible.
-func (f *FS) renderStore() ([]byte, error) {
+// eligibility settings and whether the store is read-only (and why). It
+// also returns when any of them last changed (store.Info.ChangedAt, or
+// when the store became read-only), the file's mtime. A read-only store
+// whose index cannot be read shows only the read_only line, so the reason
+// stays visible.
+func (f *FS) renderStore() ([]byte, time.Time, error) {
 	info, err := f.st.Info()
-	readOnly := "no"
+	readOnly, readOnlySince := "no", f.st.ReadOnlySince()
 	if ro := f.st.ReadOnly(); ro != nil { // read after Info, which may have found the damage
 		readOnly = ro.Error()
 	}
 	if err != nil {
 		if readOnly != "no" {
-			return []byte("read_only: " + readOnly + "\n"), nil
+			return []byte("read_only: " + readOnly + "\n"), readOnlySince, nil
 		}
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	var w kv
 	w.line("store_id", info.StoreID)
@@ -92,12 +96,13 @@ func (f *FS) renderStore() ([]byte, error) {
 	w.line("refuse_reboot", info.Settings.RefuseReboot)
 	w.line("refuse_other_host", info.Settings.RefuseOtherHost)
 	w.line("read_only", readOnly)
-	return []byte(w.b.String()), nil
+	return []byte(w.b.String()), latest(info.ChangedAt, readOnlySince), nil
 }
 
 // renderKeyGenerations renders keys/<id>/generations: generation IDs,
-// newest first, one per line. It also returns the newest generation's
-// publication time, the file's mtime (zero for none).
+// newest first, one per line. It also returns when the list last
+// changed, the file's mtime: the newest generation's publication or the
+// last deletion of a retired one, whichever is later.
 func (f *FS) renderKeyGenerations(n Node) ([]byte, time.Time, error) {
 	k, err := f.key(n)
 	if err != nil {
@@ -119,6 +124,9 @@ func (f *FS) renderKeyGenerations(n Node) ([]byte, time.Time, error) {
 			return nil, time.Time{}, err
 		}
 		newest = g.PublishedAt
+	}
+	if k.GenerationRemovedAt.After(newest) {
+		newest = k.GenerationRemovedAt
 	}
 	return []byte(b.String()), newest, nil
 }
@@ -147,12 +155,26 @@ func (f *FS) renderManifest(gen store.GenerationID) ([]byte, error) {
 // lease would be granted, with the errno and reason of a refusal, and the
 // generation's last refused mutation (refusals.go; "none" after a daemon
 // restart). A verdict that cannot be computed (host facts unreadable) is
-// shown, not returned, so status stays readable.
-func (f *FS) renderStatus(g store.Generation) ([]byte, error) {
+// shown, not returned, so status stays readable. It also returns when
+// what the text shows last changed, the file's mtime: the record's last
+// change (store.Generation.LastChange), the last lease granted or
+// released (store.LeasesChangedAt), the store's settings, the last
+// refusal, and the end of the restore window once it
+// has passed (the verdict flips with the clock alone).
+func (f *FS) renderStatus(g store.Generation) ([]byte, time.Time, error) {
 	leases, err := f.st.GenerationLeases(g.ID)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
+	settingsChanged, err := f.st.SettingsChangedAt()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	leasesChanged, err := f.st.LeasesChangedAt(g.ID)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	changed := latest(g.LastChange(), leasesChanged, settingsChanged)
 	var w kv
 	w.line("state", g.State)
 	w.line("generation", g.ID)
@@ -187,6 +209,9 @@ func (f *FS) renderStatus(g store.Generation) ([]byte, error) {
 		w.line("eligibility_rule", e.Rule)
 		w.line("restore_window", e.Window)
 		w.line("window_ends_at", windowEnds(g, e))
+		if end := windowEnds(g, e); !e.Eligible && !end.After(time.Now()) {
+			changed = latest(changed, end)
+		}
 	}
 	if refusal == nil {
 		w.line("new_leases", "granted")
@@ -195,10 +220,22 @@ func (f *FS) renderStatus(g store.Generation) ([]byte, error) {
 	}
 	if r, ok := f.refusals.get(g.ID); ok {
 		w.line("last_refusal", r)
+		changed = latest(changed, r.at)
 	} else {
 		w.line("last_refusal", "none")
 	}
-	return []byte(w.b.String()), nil
+	return []byte(w.b.String()), changed, nil
+}
+
+// latest returns the latest of ts.
+func latest(ts ...time.Time) time.Time {
+	var t time.Time
+	for _, c := range ts {
+		if c.After(t) {
+			t = c
+		}
+	}
+	return t
 }
 
 // windowEnds is when g's restore window closes: its UTC anchor plus the
@@ -225,17 +262,9 @@ func ineligibleReason(g store.Generation, e store.Eligibility) string {
 	return strings.TrimPrefix(e.Reason, "ineligible: ")
 }
 
-// stateChanged is when g last changed state: its retirement, tombstone or
-// publication time.
-func stateChanged(g store.Generation) time.Time {
-	switch {
-	case g.Retirement != nil:
-		return g.Retirement.At
-	case g.Tombstone != nil:
-		return g.Tombstone.At
-	}
-	return g.PublishedAt
-}
+// leaseChanged is when lease l last changed: its acquisition, binding or
+// last state change.
+func leaseChanged(l store.Lease) time.Time { return latest(l.CreatedAt, l.BoundAt, l.UpdatedAt) }
 
 // renderLease renders a lease file: the record as one JSON object and a
 // newline.

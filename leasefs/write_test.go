@@ -17,10 +17,10 @@ func TestParseLeaseWrite(t *testing.T) {
 		ok   bool
 	}{
 		{"kill", leaseCommand{kill: true}, true},
-		{"kill\n", leaseCommand{kill: true}, true},
+		{"kill\n", leaseCommand{}, false},
 		{"pid 1", leaseCommand{pid: 1}, true},
-		{"pid 123\n", leaseCommand{pid: 123}, true},
-		{"pid 2147483647\n", leaseCommand{pid: MaxPID}, true},
+		{"pid 123", leaseCommand{pid: 123}, true},
+		{"pid 2147483647", leaseCommand{pid: MaxPID}, true},
 		{"", leaseCommand{}, false},
 		{"\n", leaseCommand{}, false},
 		{"kill\n\n", leaseCommand{}, false},
@@ -60,13 +60,13 @@ func TestParseLeaseWrite(t *testing.T) {
 // TestCommandBound: a write over MaxCommandLen is refused before it is
 // parsed, so the error names its length, not its content.
 func TestCommandBound(t *testing.T) {
-	long := []byte("kill" + strings.Repeat("\n", MaxCommandLen))
+	long := []byte("kill" + strings.Repeat(" ", MaxCommandLen))
 	for name, parse := range map[string]func([]byte) error{
 		"lease": func(b []byte) error { _, err := parseLeaseWrite(b); return err },
 		"ctl":   func(b []byte) error { _, err := parseCtlWrite(b); return err },
 	} {
 		err := parse(long)
-		if !errors.Is(err, ErrBadWrite) || !strings.Contains(err.Error(), fmt.Sprintf("write of %d bytes", len(long))) || strings.Contains(err.Error(), "kill") {
+		if !errors.Is(err, ErrBadWrite) || !strings.Contains(err.Error(), fmt.Sprintf("command line of %d bytes", len(long))) || strings.Contains(err.Error(), "kill") {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -97,7 +97,7 @@ func FuzzParseLeaseWrite(f *testing.F) {
 			}
 			want = "pid " + strconv.Itoa(cmd.pid)
 		}
-		if s := string(data); s != want && s != want+"\n" {
+		if s := string(data); s != want {
 			t.Fatalf("accepted %q as %+v", data, cmd)
 		}
 	})
@@ -105,13 +105,11 @@ func FuzzParseLeaseWrite(f *testing.F) {
 
 func TestParseCtlWrite(t *testing.T) {
 	for _, c := range ctlCommands {
-		for _, in := range []string{string(c), string(c) + "\n"} {
-			if got, err := parseCtlWrite([]byte(in)); err != nil || got != c {
-				t.Errorf("parseCtlWrite(%q) = %q, %v", in, got, err)
-			}
+		if got, err := parseCtlWrite([]byte(c)); err != nil || got != c {
+			t.Errorf("parseCtlWrite(%q) = %q, %v", c, got, err)
 		}
 	}
-	for _, in := range []string{"", "\n", "Lift", "lift ", " lift", "lift\n\n", "lift\nretire", "delete", "retire\x00", strings.Repeat("lift\n", 20)} {
+	for _, in := range []string{"", "\n", "lift\n", "Lift", "lift ", " lift", "lift\n\n", "lift\nretire", "delete", "retire\x00", strings.Repeat("lift\n", 20)} {
 		if got, err := parseCtlWrite([]byte(in)); !errors.Is(err, ErrBadWrite) {
 			t.Errorf("parseCtlWrite(%q) = %q, %v; want ErrBadWrite", in, got, err)
 		}
@@ -140,5 +138,63 @@ func TestRefusalsBounded(t *testing.T) {
 	r.note(0, "op", ErrNotPermitted)
 	if _, ok := r.get(0); ok || len(r.last) != maxRefusals {
 		t.Error("a nil error or generation 0 was remembered")
+	}
+}
+
+// TestCommandsStream: a handle's writes are one stream of lines. A line
+// split over two writes runs once, when its newline arrives; a final line
+// without newline runs at Flush and only there; empty lines are skipped;
+// offsets play no part (the stream has none).
+func TestCommandsStream(t *testing.T) {
+	fx := newFixture(t, makeCaptures(t))
+	h, err := fx.fs.Open(fx.walk("generations/g000001/ctl"), OpenFlags{Write: true, Truncate: true}, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := h.Commands
+	stateIs := func(when string, want store.GenerationState) {
+		t.Helper()
+		if g, err := fx.st.Generation(fx.gens[1].ID); err != nil || g.State != want {
+			t.Fatalf("%s: %s, %v; want %s", when, g.State, err, want)
+		}
+	}
+	for _, part := range []string{"\n", "tomb"} {
+		if n, err := w.Write([]byte(part), owner); err != nil || n != len(part) {
+			t.Fatalf("Write(%q) = %d, %v", part, n, err)
+		}
+	}
+	stateIs("after a partial line", store.Published)
+	if _, err := w.Write([]byte("stone\n\nli"), owner); err != nil {
+		t.Fatal(err)
+	}
+	stateIs("after the line's newline", store.Tombstoned)
+	if _, err := w.Write([]byte("ft"), owner); err != nil {
+		t.Fatal(err)
+	}
+	stateIs("before close", store.Tombstoned)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stateIs("after close", store.Published)
+
+	// kill at close runs once: a second close has nothing left to run
+	// (running it again would find the lease gone, ENOENT).
+	lh, err := fx.fs.Open(fx.walk("leases/c1"), OpenFlags{Write: true}, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lh.Commands.Write([]byte("kill"), owner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.st.Lease("c1"); err != nil {
+		t.Fatalf("lease gone before close: %v", err)
+	}
+	for i := range 2 {
+		if err := lh.Commands.Flush(); err != nil {
+			t.Fatalf("flush %d: %v", i+1, err)
+		}
+	}
+	if err := noLease("c1")(fx); err != nil {
+		t.Error(err)
 	}
 }

@@ -211,15 +211,52 @@ func (s *Store) casLeaseState(which Lease, from, state LeaseState) error {
 	return err
 }
 
-// deleteLeaseRecord deletes lease's record and its generation index row.
+// deleteLeaseRecord deletes lease's record and its generation index row,
+// and records the change of the generation's lease set (leasesChanged).
 func (s *Store) deleteLeaseRecord(tx *bolt.Tx, lease Lease) error {
 	if err := tx.Bucket(bucketLeases).Delete([]byte(lease.CloneID)); err != nil {
 		return err
 	}
 	if gl := tx.Bucket(bucketGenerationLeases).Bucket(genKey(lease.Generation)); gl != nil {
-		return gl.Delete([]byte(lease.CloneID))
+		if err := gl.Delete([]byte(lease.CloneID)); err != nil {
+			return err
+		}
 	}
-	return nil
+	return s.leasesChanged(tx, lease.Generation)
+}
+
+// leasesChanged records now as when generation gen's lease set last
+// changed (a lease granted or released): the sequence of its
+// generation_leases bucket holds it, in Unix nanoseconds, so a lease
+// writes no generation record (their decoding is cached by content,
+// gencache.go). A generation without the bucket is left alone.
+func (s *Store) leasesChanged(tx *bolt.Tx, gen GenerationID) error {
+	gl := tx.Bucket(bucketGenerationLeases).Bucket(genKey(gen))
+	if gl == nil {
+		return nil
+	}
+	return gl.SetSequence(uint64(s.now().UnixNano()))
+}
+
+// leasesChangedAt decodes a generation_leases bucket's sequence
+// (leasesChanged); zero is the zero time (no change recorded).
+func leasesChangedAt(gl *bolt.Bucket) time.Time {
+	if gl == nil || gl.Sequence() == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(gl.Sequence())).UTC()
+}
+
+// LeasesChangedAt returns when a lease on generation gen was last granted
+// or released, or the zero time if none was recorded (no lease yet, or an
+// index written before the record existed).
+func (s *Store) LeasesChangedAt(gen GenerationID) (time.Time, error) {
+	var t time.Time
+	err := s.db.View(func(tx *bolt.Tx) error {
+		t = leasesChangedAt(tx.Bucket(bucketGenerationLeases).Bucket(genKey(gen)))
+		return nil
+	})
+	return t, err
 }
 
 func readLeaseTx(tx *bolt.Tx, cloneID string) (Lease, error) {

@@ -108,10 +108,8 @@ func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 	// A live or hidden process refuses the release. Check it before any
 	// write, so that a refusal leaves the store exactly as it was; the
 	// check is repeated after the lease is durably marked Releasing.
-	if l, err := s.Lease(cloneID); err == nil && l.State != Reserved && l.Process != nil && (seq == 0 || l.Seq == seq) {
-		if v, err := s.procs.Check(*l.Process); err == nil && (v == ProcessAlive || v == ProcessUninspectable) {
-			return fmt.Errorf("release lease %q: %w", cloneID, refusal(*l.Process, v))
-		}
+	if err := s.CheckRelease(cloneID, seq); errors.Is(err, ErrProcessAlive) || errors.Is(err, ErrProcessUninspectable) {
+		return fmt.Errorf("release lease %q: %w", cloneID, err)
 	}
 	lease, prior, released, err := s.beginRelease(cloneID, seq)
 	if err != nil {
@@ -143,6 +141,33 @@ func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 		return fmt.Errorf("release lease %q: %w (restoring state %s: %w)", cloneID, err, prior, rerr)
 	}
 	return fmt.Errorf("release lease %q: %w", cloneID, err)
+}
+
+// CheckRelease answers, changing nothing, whether ReleaseLeaseSeq of
+// cloneID and seq would be refused now: ErrProcessAlive or
+// ErrProcessUninspectable (wrapped, naming the process) for a bound lease
+// whose process still runs or cannot be inspected, the check's own error
+// when the process cannot be checked, ErrNotFound when the lease is gone
+// or has another sequence number (seq zero: any), else nil. The process
+// can change between the answer and a release; the release checks again.
+func (s *Store) CheckRelease(cloneID string, seq uint64) error {
+	l, err := s.Lease(cloneID)
+	switch {
+	case err != nil:
+		return err
+	case seq != 0 && l.Seq != seq:
+		return fmt.Errorf("lease %q has sequence %d, not %d (released and acquired again): %w", cloneID, l.Seq, seq, ErrNotFound)
+	case l.State == Reserved || l.Process == nil:
+		return nil
+	}
+	v, err := s.procs.Check(*l.Process)
+	switch {
+	case err != nil:
+		return fmt.Errorf("check %v: %w", *l.Process, err)
+	case v == ProcessAlive || v == ProcessUninspectable:
+		return refusal(*l.Process, v)
+	}
+	return nil
 }
 
 // refusal is the error of a release refused by verdict (ProcessAlive or
@@ -190,6 +215,7 @@ func (s *Store) changeGeneration(p faultPoint, gen GenerationID, change func(*Ge
 		if err := change(&g); err != nil {
 			return err
 		}
+		g.StateChangedAt = s.now().UTC()
 		return putJSON(tx.Bucket(bucketGenerations), genKey(gen), g)
 	})
 	switch {

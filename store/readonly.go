@@ -47,3 +47,12 @@ func (s *Store) setReadOnly(reason error) {
 		s.log.Error("store is read-only from now on; restart the daemon once the cause is dealt with", "store", s.dir, "reason", reason)
 	}
 }
+
+// ReadOnlySince returns when the store went read-only, or the zero time
+// while it accepts changes: the mtime MNT/store shows for that change.
+func (s *Store) ReadOnlySince() time.Time {
+	if e := s.readOnly.Load(); e != nil {
+		return e.since
+	}
+	return time.Time{}
+}

@@ -46,6 +46,38 @@ type Generation struct {
 	Anchors TimeAnchors `json:"anchors"`
 	// Retirement is set when the generation enters state Retiring.
 	Retirement *RetirementIntent `json:"retirement,omitempty"`
+	// StateChangedAt is when the state last changed (tombstone, lift,
+	// retirement). Zero until the first change, and in records written
+	// before the field existed. A change of the generation's lease set is
+	// recorded apart, so a lease does not rewrite this record
+	// (Store.LeasesChangedAt).
+	StateChangedAt time.Time `json:"state_changed_at,omitzero"`
+}
+
+// LastChange is when anything g's record shows last changed: the latest
+// of its publication, tombstone, retirement and StateChangedAt.
+func (g *Generation) LastChange() time.Time {
+	t := g.PublishedAt
+	for _, c := range []time.Time{g.StateChangedAt, tombstoneAt(g.Tombstone), retirementAt(g.Retirement)} {
+		if c.After(t) {
+			t = c
+		}
+	}
+	return t
+}
+
+func tombstoneAt(t *Tombstone) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.At
+}
+
+func retirementAt(r *RetirementIntent) time.Time {
+	if r == nil {
+		return time.Time{}
+	}
+	return r.At
 }
 
 // Artifact returns the named artifact record and whether it exists.
@@ -64,6 +96,9 @@ type KeyRecord struct {
 	Seq       uint64    `json:"seq"`       // order of first use in this store, from 1; stable, usable as an inode source
 	Canonical string    `json:"canonical"` // the canonical key text (templatekey.Key.Text)
 	CreatedAt time.Time `json:"created_at"`
+	// GenerationRemovedAt is when a retired generation of the key was last
+	// deleted; zero if none was.
+	GenerationRemovedAt time.Time `json:"generation_removed_at,omitzero"`
 }
 
 // LeaseState is the lifecycle state of a lease.
@@ -126,4 +161,10 @@ type Info struct {
 	Keys           int
 	Leases         int
 	Settings       Settings // the eligibility policy (Store.Settings)
+	// ChangedAt is when anything Info shows last changed: the latest
+	// creation, publication or state change of a generation
+	// (Generation.LastChange), lease granted or released
+	// (Store.LeasesChangedAt), deletion of a generation (KeyRecord.
+	// GenerationRemovedAt) or settings change.
+	ChangedAt time.Time
 }

@@ -105,7 +105,7 @@ func (s *Store) finishRetirement(gen GenerationID) error {
 		if g.State != Retiring || hasLeases(tx, gen) {
 			return errUnchanged
 		}
-		return deleteGeneration(tx, g)
+		return deleteGeneration(tx, g, s.now().UTC())
 	})
 	switch {
 	case errors.Is(err, errUnchanged) || errors.Is(err, ErrNotFound):
@@ -175,11 +175,21 @@ func hasLeases(tx *bolt.Tx, gen GenerationID) bool {
 }
 
 // deleteGeneration removes g's record, its key_generations row and its
-// (empty) generation_leases bucket. The key record stays: key sequence
-// numbers are stable inode sources.
-func deleteGeneration(tx *bolt.Tx, g Generation) error {
+// (empty) generation_leases bucket, and records now as the key's
+// GenerationRemovedAt. The key record stays: key sequence numbers are
+// stable inode sources.
+func deleteGeneration(tx *bolt.Tx, g Generation, now time.Time) error {
 	if err := tx.Bucket(bucketGenerations).Delete(genKey(g.ID)); err != nil {
 		return err
+	}
+	var k KeyRecord
+	if found, err := getJSON(tx.Bucket(bucketKeys), []byte(g.KeyID), &k); err != nil {
+		return err
+	} else if found {
+		k.GenerationRemovedAt = now
+		if err := putJSON(tx.Bucket(bucketKeys), []byte(g.KeyID), k); err != nil {
+			return err
+		}
 	}
 	if kg := tx.Bucket(bucketKeyGenerations).Bucket([]byte(g.KeyID)); kg != nil {
 		if err := kg.Delete(genKey(g.ID)); err != nil {

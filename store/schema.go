@@ -17,6 +17,7 @@ import (
 //	  created       <RFC 3339 UTC text>
 //	  restored_from <16 bytes>                   (optional: the store ID of the backup Restore built this store from)
 //	  settings      <JSON Settings>              (optional; absent = DefaultSettings)
+//	  settings_changed <RFC 3339 UTC text>       (optional: when settings was last written)
 //	generations/    sequence = last publication ID handed out
 //	  <gen uint64 BE>  <JSON Generation>         (a retired generation's row is deleted)
 //	keys/
@@ -27,7 +28,7 @@ import (
 //	leases/         sequence = last lease sequence number handed out
 //	  <clone ID>       <JSON Lease>
 //	generation_leases/
-//	  <gen uint64 BE>/
+//	  <gen uint64 BE>/   sequence = Unix ns of the last lease granted or released (0: none recorded)
 //	    <clone ID>     ""
 //
 // Open reads meta/identity and meta/version before any other row.
@@ -46,6 +47,9 @@ var (
 	keySettings = []byte("settings")
 
 	keyRestoredFrom = []byte("restored_from")
+	// keySettingsChanged is optional, so indexes written before it
+	// existed open unchanged.
+	keySettingsChanged = []byte("settings_changed")
 )
 
 // SchemaIdentity names the index format; an index without it, or with

@@ -174,7 +174,10 @@ func (s *Store) grantLease(tx *bolt.Tx, g Generation, cloneID, launch string) (L
 	if err != nil {
 		return Lease{}, err
 	}
-	return lease, gl.Put([]byte(cloneID), nil)
+	if err := gl.Put([]byte(cloneID), nil); err != nil {
+		return Lease{}, err
+	}
+	return lease, s.leasesChanged(tx, g.ID)
 }
 
 // newLaunchID returns 16 random bytes as lowercase hex.

@@ -66,7 +66,7 @@ func (s *Store) SetSettings(set Settings) error {
 	if err := set.Validate(); err != nil {
 		return err
 	}
-	if err := s.update(faultSettingsCommit, func(tx *bolt.Tx) error { return writeSettings(tx, set) }); err != nil {
+	if err := s.update(faultSettingsCommit, func(tx *bolt.Tx) error { return writeSettings(tx, set, s.now()) }); err != nil {
 		return fmt.Errorf("store settings: %w", err)
 	}
 	failpoint("settings-committed")
@@ -104,6 +104,30 @@ func readSettings(tx *bolt.Tx) (Settings, error) {
 	return set, nil
 }
 
-func writeSettings(tx *bolt.Tx, set Settings) error {
-	return putJSON(tx.Bucket(bucketMeta), keySettings, set)
+// writeSettings stores set and now as the time the settings changed
+// (meta/settings_changed).
+func writeSettings(tx *bolt.Tx, set Settings, now time.Time) error {
+	if err := putJSON(tx.Bucket(bucketMeta), keySettings, set); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketMeta).Put(keySettingsChanged, []byte(now.UTC().Format(time.RFC3339Nano)))
+}
+
+// readSettingsChanged returns when the settings last changed: the
+// meta/settings_changed row, or the zero time when there is none (the
+// defaults since creation, or an index written before the row existed).
+func readSettingsChanged(tx *bolt.Tx) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, string(tx.Bucket(bucketMeta).Get(keySettingsChanged)))
+	return t
+}
+
+// SettingsChangedAt returns when the settings last changed, or the zero
+// time if they never did.
+func (s *Store) SettingsChangedAt() (time.Time, error) {
+	var t time.Time
+	err := s.db.View(func(tx *bolt.Tx) error {
+		t = readSettingsChanged(tx)
+		return nil
+	})
+	return t, err
 }

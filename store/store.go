@@ -141,7 +141,7 @@ func initStore(dir string, set *Settings) error {
 			}
 		}
 		if set != nil {
-			if err := writeSettings(tx, *set); err != nil {
+			if err := writeSettings(tx, *set, time.Now()); err != nil {
 				return err
 			}
 		}
@@ -428,6 +428,14 @@ func (s *Store) Dir() string { return s.dir }
 // OwnerUID returns the user ID that owns the store (the opening user).
 func (s *Store) OwnerUID() int { return s.uid }
 
+// laterOf returns the later of a and b.
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // Info returns the store's identity and record counts from one read
 // transaction.
 func (s *Store) Info() (Info, error) {
@@ -445,11 +453,33 @@ func (s *Store) Info() (Info, error) {
 		if info.Settings, err = readSettings(tx); err != nil {
 			return err
 		}
+		info.ChangedAt = laterOf(info.CreatedAt, readSettingsChanged(tx))
+		if err := tx.Bucket(bucketKeys).ForEach(func(k, v []byte) error {
+			var key struct {
+				GenerationRemovedAt time.Time `json:"generation_removed_at"`
+			}
+			if _, err := getJSON(tx.Bucket(bucketKeys), k, &key); err != nil {
+				return err
+			}
+			info.ChangedAt = laterOf(info.ChangedAt, key.GenerationRemovedAt)
+			return nil
+		}); err != nil {
+			return err
+		}
 		return tx.Bucket(bucketGenerations).ForEach(func(k, v []byte) error {
-			var g struct{ State GenerationState } // the state only: no artifacts decoded
+			var g struct { // the state and times only: no artifacts decoded
+				State          GenerationState   `json:"state"`
+				PublishedAt    time.Time         `json:"published_at"`
+				Tombstone      *Tombstone        `json:"tombstone"`
+				Retirement     *RetirementIntent `json:"retirement"`
+				StateChangedAt time.Time         `json:"state_changed_at"`
+			}
 			if _, err := getJSON(tx.Bucket(bucketGenerations), k, &g); err != nil {
 				return err
 			}
+			full := Generation{PublishedAt: g.PublishedAt, Tombstone: g.Tombstone, Retirement: g.Retirement, StateChangedAt: g.StateChangedAt}
+			info.ChangedAt = laterOf(info.ChangedAt, full.LastChange())
+			info.ChangedAt = laterOf(info.ChangedAt, leasesChangedAt(tx.Bucket(bucketGenerationLeases).Bucket(k)))
 			info.Generations++
 			switch g.State {
 			case Tombstoned:

@@ -45,6 +45,8 @@ func toFuse(e leasefs.Errno) int {
 		return -fuse.EIO
 	case leasefs.ENOSPC:
 		return -fuse.ENOSPC
+	case leasefs.EOPNOTSUPP:
+		return -fuse.EOPNOTSUPP
 	}
 	return -fuse.EIO
 }

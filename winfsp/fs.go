@@ -33,9 +33,8 @@ type handle struct {
 // method; it keeps only the table of open handles.
 type fileSystem struct {
 	fuse.FileSystemBase
-	lfs   *leasefs.FS
-	owner leasefs.Caller // the store owner, for Windows callers (caller_windows.go)
-	init  func()         // called once from Init: the mount is serving
+	lfs  *leasefs.FS
+	init func() // called once from Init: the mount is serving
 
 	// requests, if set, counts Getattr callbacks (libfuse answers each
 	// LOOKUP and GETATTR with one), so tests can measure what the kernel
@@ -47,12 +46,21 @@ type fileSystem struct {
 	next    uint64
 }
 
+// newFileSystem serves lfs; on Windows it first tells lfs who may change
+// the tree in WinFsp's uid space (platformOwners). Errors: reading the
+// root's attributes, or platformOwners'.
 func newFileSystem(lfs *leasefs.FS, ready func()) (*fileSystem, error) {
-	root, err := lfs.Attr(lfs.Root())
+	if _, err := lfs.Attr(lfs.Root()); err != nil {
+		return nil, err
+	}
+	owners, err := platformOwners()
 	if err != nil {
 		return nil, err
 	}
-	return &fileSystem{lfs: lfs, owner: leasefs.Caller{UID: root.UID}, init: ready, handles: map[uint64]*handle{}}, nil
+	if owners != nil {
+		lfs.SetOwners(owners)
+	}
+	return &fileSystem{lfs: lfs, init: ready, handles: map[uint64]*handle{}}, nil
 }
 
 // rel turns a cgofuse path ("/", "/generations/g000001") into the io/fs
@@ -228,7 +236,7 @@ func (f *fileSystem) Create(p string, flags int, mode uint32) (int, uint64) {
 	if err != nil {
 		return f.refuse("create", p, err), noHandle
 	}
-	h := leasefs.Handle{Data: cr.Data}
+	h := cr.Handle()
 	if cr.Data == nil {
 		if h, err = f.lfs.Open(cr.Node, openFlags(flags), c); err != nil {
 			return f.refuse("open", p, err), noHandle
@@ -266,14 +274,14 @@ func (f *fileSystem) Read(p string, buff []byte, ofst int64, fh uint64) int {
 	return copy(buff, h.h.Data[ofst:])
 }
 
-// Write hands each write to leasefs.FS.Write as one command, on the node
-// the handle was opened on.
+// Write passes each write to the handle's leasefs.Commands (opens of
+// lease and ctl files for writing; every other open refuses writing).
 func (f *fileSystem) Write(p string, buff []byte, ofst int64, fh uint64) int {
 	h, ok := f.get(fh)
-	if !ok {
+	if !ok || h.h.Commands == nil {
 		return -fuse.EBADF
 	}
-	n, err := f.lfs.Write(h.node, buff, f.callerOf())
+	n, err := h.h.Commands.Write(buff, f.callerOf())
 	if err != nil {
 		return f.refuse("write", p, err)
 	}
@@ -283,19 +291,32 @@ func (f *fileSystem) Write(p string, buff []byte, ofst int64, fh uint64) int {
 	return n
 }
 
-// Flush has nothing to flush: every write takes effect durably at once.
-func (f *fileSystem) Flush(p string, fh uint64) int { return 0 }
+// Flush is each close of the handle: it runs a final command written
+// without a newline (leasefs.Commands.Flush), and close returns its error.
+func (f *fileSystem) Flush(p string, fh uint64) int {
+	h, ok := f.get(fh)
+	if !ok || h.h.Commands == nil {
+		return 0
+	}
+	return f.refuse("close", p, h.h.Commands.Flush())
+}
 
-// Fsync has nothing to sync, as Flush.
+// Fsync has nothing to sync: every command is durable when its write (or
+// close) returns.
 func (f *fileSystem) Fsync(p string, datasync bool, fh uint64) int { return 0 }
 
-// Release closes the handle's file, if any, and forgets the handle.
+// Release runs what no Flush ran (its error reaches no one and is only
+// logged), closes the handle's file, if any, and forgets the handle.
 func (f *fileSystem) Release(p string, fh uint64) int {
 	f.mu.Lock()
 	h, ok := f.handles[fh]
 	delete(f.handles, fh)
 	f.mu.Unlock()
-	if ok && h.file() != nil {
+	switch {
+	case !ok:
+	case h.h.Commands != nil:
+		f.refuse("release", p, h.h.Commands.Flush())
+	case h.file() != nil:
 		h.file().Close()
 	}
 	return 0

@@ -68,6 +68,14 @@ type Backend struct {
 	// "Timeouts"); AttrCache then checks that every stat reaches the
 	// backend instead of none.
 	UncachedAttrs bool
+	// MappableText is set when text, lease and ctl files are served
+	// through the page cache, so mmap(2) of them works (cgofuse: libfuse3
+	// opens them without direct_io), instead of failing with ENODEV.
+	MappableText bool
+	// NoFallocate is set when fallocate(2) never reaches the backend: the
+	// kernel answers EOPNOTSUPP itself (libfuse3 has no fallocate callback
+	// in cgofuse), so no refusal is logged.
+	NoFallocate bool
 }
 
 // Main is TestMain for a package that calls Run: it serves the mmap child

@@ -122,7 +122,7 @@ func testLeaseBindAndKill(t *testing.T, b Backend) {
 	other := harness.Sleeper(t)
 	wantErrno(t, "bind to another process", e.writeCmd("leases/c1", fmt.Sprintf("pid %d\n", other.Process.Pid)), syscall.EBUSY)
 	wantErrno(t, "bind to init", e.writeCmd("leases/c1", "pid 1\n"), syscall.EINVAL)
-	for _, bad := range []string{"pid 0\n", "pid -1", "pid 01", "PID 5", "pid  5", "kill\n\n", "pid 2147483648"} {
+	for _, bad := range []string{"pid 0\n", "pid -1", "pid 01", "PID 5", "pid  5", "kill now\n", "pid 2147483648"} {
 		wantErrno(t, "write "+strconv.Quote(bad), e.writeCmd("leases/c1", bad), syscall.EINVAL)
 	}
 	wantErrno(t, "write of 65 bytes", e.writeCmd("leases/c1", strings.Repeat("k", 65)), syscall.EINVAL)

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,8 +36,9 @@ func (e *env) wcBytes(rel string) int64 {
 }
 
 // afterSecondOf waits until the wall clock is in a later second than t,
-// so a change made now gets an mtime rsync's one-second quick check can
-// tell from t. It returns the time just before the change.
+// so that a change made next gets an mtime that rsync's quick check
+// (whole seconds) can tell from t, and returns the time just before the
+// change. It waits for a condition, at most a second; nothing is timed.
 func afterSecondOf(t time.Time) time.Time {
 	for time.Now().Unix() <= t.Unix() {
 		time.Sleep(10 * time.Millisecond)
@@ -47,7 +47,7 @@ func afterSecondOf(t time.Time) time.Time {
 }
 
 // wantTruthfulStat checks that rel's stat size is what a read returns and
-// that its mtime is not before before, the time taken before a change to
+// that its mtime is not before before, a time taken before a change to
 // what it shows.
 func (e *env) wantTruthfulStat(rel string, before time.Time) {
 	e.t.Helper()
@@ -60,45 +60,53 @@ func (e *env) wantTruthfulStat(rel string, before time.Time) {
 	}
 }
 
-// testTextAttrs: status, store and lease files change content without
-// changing size (a lease count going from 0 to 1); their stat tells the
-// truth at once (zero attribute timeouts), and rsync -a run again copies
-// the change.
+// testTextAttrs: status and store change content without changing size
+// (a lease count going from 0 to 1, from 1 to 2) and a lease record
+// changes when bound; each stat tells the truth at once (zero attribute
+// timeouts), and rsync -a run again copies the change.
 func testTextAttrs(t *testing.T, b Backend) {
 	e := newEnv(t, b)
 	status, storeFile := "generations/g000002/status", "store"
 	dest := t.TempDir()
-	rsync := func() {
+	rsync := func(rels ...string) {
 		t.Helper()
-		out, err := exec.Command("rsync", "-a", e.path(status), e.path(storeFile), e.path("leases/c1"), dest+"/").CombinedOutput()
+		args := []string{"-a"}
+		for _, rel := range rels {
+			args = append(args, e.path(rel))
+		}
+		out, err := exec.Command("rsync", append(args, dest+"/")...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("rsync -a: %v: %s", err, out)
 		}
 	}
-	rsync()
-	sizeBefore := e.lstat(status).Size
+	copied := func(rel string) string {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(dest, filepath.Base(rel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	rsync(status, storeFile, "leases/c1")
+	statusSize, storeSize := e.lstat(status).Size, e.lstat(storeFile).Size
 	before := afterSecondOf(latestOf(e.mtime(status), e.mtime(storeFile)))
 	if err := create(e, "generations/g000002/leases/n1"); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(e.read(status), "leases: 1\n") || e.lstat(status).Size != sizeBefore {
-		t.Fatalf("the case needs a change of content at the same size:\n%s", e.read(status))
+	if !strings.Contains(e.read(status), "leases: 1\n") || e.lstat(status).Size != statusSize || e.lstat(storeFile).Size != storeSize {
+		t.Fatalf("the case needs changes of content at the same size:\n%s", e.read(status))
 	}
 	e.wantTruthfulStat(status, before)
 	e.wantTruthfulStat(storeFile, before)
-	rsync()
+	rsync(status, storeFile)
 	for _, rel := range []string{status, storeFile} {
-		copied, err := os.ReadFile(filepath.Join(dest, filepath.Base(rel)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := e.read(rel); string(copied) != got {
-			t.Errorf("rsync -a again left a stale %s:\n%s\nnow:\n%s", rel, copied, got)
+		if got, now := copied(rel), e.read(rel); got != now {
+			t.Errorf("rsync -a again left a stale %s:\n%s\nnow:\n%s", rel, got, now)
 		}
 	}
 
-	// A state change: the same checks under the generation's new name.
-	before = afterSecondOf(e.mtime(status))
+	// A state change, seen under the generation's new name.
+	before = afterSecondOf(latestOf(e.mtime(status), e.mtime(storeFile)))
 	e.echo("tombstone", "generations/g000002/ctl")
 	e.wantTruthfulStat("tombstones/g000002/status", before)
 	e.wantTruthfulStat(storeFile, before)
@@ -108,13 +116,9 @@ func testTextAttrs(t *testing.T, b Backend) {
 	before = afterSecondOf(e.mtime("leases/c1"))
 	e.echo("pid "+strconv.Itoa(sleep.Process.Pid), "leases/c1")
 	e.wantTruthfulStat("leases/c1", before)
-	rsync()
-	if copied, err := os.ReadFile(filepath.Join(dest, "c1")); err != nil || string(copied) != e.read("leases/c1") {
-		t.Errorf("rsync -a again left a stale lease record: %s, %v", copied, err)
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(filepath.Join(dest, "c1"), &st); err != nil || st.Size != e.lstat("leases/c1").Size {
-		t.Errorf("copied lease record: %v, size %d", err, st.Size)
+	rsync("leases/c1")
+	if got, now := copied("leases/c1"), e.read("leases/c1"); got != now {
+		t.Errorf("rsync -a again left a stale lease record:\n%s\nnow:\n%s", got, now)
 	}
 }
 

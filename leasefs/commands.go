@@ -1,0 +1,179 @@
+package leasefs
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+
+	"templatefs/store"
+)
+
+// Commands is the command stream of one open handle of a lease or ctl
+// file (Handle.Commands): a command is one line. The bytes of the
+// handle's writes are one stream, in the order the writes arrive,
+// whatever their file offsets: a ctl file is not storage, so `echo`
+// (offset 0 at each open), `>>` (O_APPEND, offset at the file's size) and
+// a pwrite(2) anywhere all just add to the stream. Each complete line
+// runs once, when the write holding its newline arrives; empty lines are
+// skipped (`printf 'tombstone\n\n'`); a partial line waits for the
+// write with its newline, or runs at close (Flush) if none comes.
+//
+// The commands:
+//
+//   - lease file, `pid N`: store.BindLeaseSeq binds the lease to process N;
+//   - lease file, `kill`: store.KillLeaseSeq sends SIGKILL through a pidfd,
+//     waits up to Options.KillWait, then releases the lease;
+//   - ctl file, `tombstone`, `lift`, `retire`: store.Tombstone, store.Lift,
+//     store.Retire on the file's generation, recording the writer's uid.
+//     Each is idempotent: tombstoning a tombstoned or retiring generation,
+//     lifting a published one or retiring a retiring one succeeds
+//     unchanged.
+//
+// A lease command acts on the lease the handle was opened on (by its
+// sequence number), never on a newer lease of the same clone ID. A
+// Commands is safe for concurrent use; writes are applied one at a time.
+type Commands struct {
+	f *FS
+	n Node
+
+	mu      sync.Mutex
+	pending []byte // a partial line: no newline yet
+	writer  Caller // who wrote pending
+}
+
+// commands returns the command stream of a new open of writable node n.
+func (f *FS) commands(n Node) *Commands { return &Commands{f: f, n: n} }
+
+// Write adds data, written by c, to the stream and runs each line it
+// completes, in order, each durably before the next. It returns len(data)
+// once they have all taken effect. The first refused command ends the
+// write with its error: the lines after it in data are dropped, and the
+// commands before it have acted. A partial line longer than
+// MaxCommandLen is refused at once (ErrBadWrite) and dropped.
+//
+// Errors: ErrAccess (checked at every write, before anything runs),
+// ErrBadWrite, store.ErrNotFound when the lease or generation is gone,
+// BindLease's store.ErrLeaseBound, store.ErrNoProcess,
+// store.ErrProcessUninspectable, KillLease's store.ErrTeardownFailed and
+// ReleaseLease's errors, Lift's store.ErrRetiring, Retire's
+// store.ErrNotTombstoned. A refusal is remembered as the generation's last
+// refusal.
+func (w *Commands) Write(data []byte, c Caller) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.f.authorize(c, "write "+w.n.String()); err != nil {
+		w.f.refusals.note(w.f.writeGeneration(w.n), w.f.writeOp(w.n), err)
+		return 0, err
+	}
+	stream := append(w.pending, data...)
+	w.pending, w.writer = nil, c
+	for {
+		line, rest, complete := bytes.Cut(stream, []byte{'\n'})
+		if !complete {
+			break
+		}
+		stream = rest
+		if len(line) == 0 {
+			continue
+		}
+		if err := w.f.command(w.n, line, c); err != nil {
+			return 0, err
+		}
+	}
+	if len(stream) > MaxCommandLen {
+		return 0, w.f.command(w.n, stream, c) // refused by its length, unparsed
+	}
+	w.pending = bytes.Clone(stream)
+	return len(data), nil
+}
+
+// Flush runs the partial line left by the writes so far, if any, as a
+// command of its last writer: a final command written without a newline
+// runs at close. Adapters call it from FLUSH (each close(2) of the
+// handle, whose error close returns) and from RELEASE. It returns the
+// command's error, as Write; with nothing pending it returns nil.
+func (w *Commands) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	line, c := w.pending, w.writer
+	w.pending = nil
+	if len(line) == 0 {
+		return nil
+	}
+	return w.f.command(w.n, line, c)
+}
+
+// command runs one command line (no newline) of writable node n for c,
+// who has been authorized.
+func (f *FS) command(n Node, line []byte, c Caller) (err error) {
+	op := f.writeOp(n)
+	defer func() { f.refusals.note(f.writeGeneration(n), op, err) }()
+	switch n.kind {
+	case KindLeaseFile:
+		return f.leaseCommand(n, line)
+	case KindCtlFile:
+		return f.ctlCommand(n, line, c, &op)
+	}
+	return fmt.Errorf("write %s: %w", n, ErrReadOnly)
+}
+
+// writeGeneration is the generation whose status shows a refused write to
+// n: a ctl file's, or the generation of a lease file's lease (0 when the
+// lease is gone).
+func (f *FS) writeGeneration(n Node) store.GenerationID {
+	if n.kind != KindLeaseFile {
+		return n.Generation()
+	}
+	if l, err := f.lease(n); err == nil {
+		return l.Generation
+	}
+	return 0
+}
+
+// writeOp names a write to n in status' last_refusal.
+func (f *FS) writeOp(n Node) string {
+	if n.kind == KindLeaseFile {
+		return "write lease " + n.name
+	}
+	return "write ctl"
+}
+
+func (f *FS) leaseCommand(n Node, line []byte) error {
+	if _, err := f.lease(n); err != nil {
+		return err
+	}
+	cmd, err := parseLeaseWrite(line)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", n, err)
+	}
+	// By sequence number: a stale handle must not reach a newer lease of
+	// the same clone ID.
+	if cmd.kill {
+		return f.st.KillLeaseSeq(n.name, n.num, f.killWait)
+	}
+	_, err = f.st.BindLeaseSeq(n.name, n.num, cmd.pid)
+	return err
+}
+
+// ctlCommand runs one ctl command line; a parsed command renames *op
+// to "ctl <command>" for status' last_refusal.
+func (f *FS) ctlCommand(n Node, line []byte, c Caller, op *string) error {
+	gen := n.Generation()
+	cmd, err := parseCtlWrite(line)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", n, err)
+	}
+	*op = "ctl " + string(cmd)
+	switch cmd {
+	case ctlTombstone:
+		_, err = f.st.Tombstone(gen, c.UID)
+	case ctlLift:
+		_, err = f.st.Lift(gen)
+	case ctlRetire:
+		_, err = f.st.Retire(gen, c.UID)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", cmd, gen, err)
+	}
+	return nil
+}
