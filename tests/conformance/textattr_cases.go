@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"templatefs/internal/hostclock"
 	"templatefs/tests/harness"
 )
 
@@ -35,15 +36,20 @@ func (e *env) wcBytes(rel string) int64 {
 	return n
 }
 
-// afterSecondOf waits until the wall clock is in a later second than t,
-// so that a change made next gets an mtime that rsync's quick check
-// (whole seconds) can tell from t, and returns the time just before the
-// change. It waits for a condition, at most a second; nothing is timed.
-func afterSecondOf(t time.Time) time.Time {
-	for time.Now().Unix() <= t.Unix() {
-		time.Sleep(10 * time.Millisecond)
+// afterSecondOf waits until the daemon's wall clock (hostclock, which
+// the mtimes come from) is in a later second than ts, so that a change
+// made next gets an mtime that rsync's quick check (whole seconds) can
+// tell from ts, and returns the time just before the change. It waits for
+// a condition, normally under a second; an mtime that the clock does not
+// pass within a minute is in the future and ends the test.
+func (e *env) afterSecondOf(ts time.Time) time.Time {
+	e.t.Helper()
+	for deadline := time.Now().Add(time.Minute); hostclock.Now().Unix() <= ts.Unix(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("mtime %v is still ahead of the host clock (%v)", ts, hostclock.Now())
+		}
 	}
-	return time.Now()
+	return hostclock.Now()
 }
 
 // wantTruthfulStat checks that rel's stat size is what a read returns and
@@ -89,7 +95,7 @@ func testTextAttrs(t *testing.T, b Backend) {
 	}
 	rsync(status, storeFile, "leases/c1")
 	statusSize, storeSize := e.lstat(status).Size, e.lstat(storeFile).Size
-	before := afterSecondOf(latestOf(e.mtime(status), e.mtime(storeFile)))
+	before := e.afterSecondOf(latestOf(e.mtime(status), e.mtime(storeFile)))
 	if err := create(e, "generations/g000002/leases/n1"); err != nil {
 		t.Fatal(err)
 	}
@@ -106,14 +112,14 @@ func testTextAttrs(t *testing.T, b Backend) {
 	}
 
 	// A state change, seen under the generation's new name.
-	before = afterSecondOf(latestOf(e.mtime(status), e.mtime(storeFile)))
+	before = e.afterSecondOf(latestOf(e.mtime(status), e.mtime(storeFile)))
 	e.echo("tombstone", "generations/g000002/ctl")
 	e.wantTruthfulStat("tombstones/g000002/status", before)
 	e.wantTruthfulStat(storeFile, before)
 
 	// A lease record: binding changes it.
 	sleep := harness.Sleeper(t)
-	before = afterSecondOf(e.mtime("leases/c1"))
+	before = e.afterSecondOf(e.mtime("leases/c1"))
 	e.echo("pid "+strconv.Itoa(sleep.Process.Pid), "leases/c1")
 	e.wantTruthfulStat("leases/c1", before)
 	rsync("leases/c1")
