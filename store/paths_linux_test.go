@@ -104,6 +104,9 @@ func TestOpenChecksParentDirectories(t *testing.T) {
 		if !errors.Is(err, store.ErrUnsafePath) || !strings.Contains(err.Error(), parent+", above the store, has mode drwxrwxr-x") {
 			t.Errorf("Open below a group-writable directory: %v; want ErrUnsafePath naming %s as drwxrwxr-x", err, parent)
 		}
+		if err == nil || !strings.Contains(err.Error(), "(chmod go-w "+parent+", or put the store elsewhere)") {
+			t.Errorf("Open below a group-writable directory: %v; want it to say what to do (chmod go-w %s)", err, parent)
+		}
 		if err := store.Init(filepath.Join(parent, "second")); !errors.Is(err, store.ErrUnsafePath) {
 			t.Errorf("Init below a group-writable directory: %v; want ErrUnsafePath", err)
 		}
@@ -179,5 +182,8 @@ func TestUnsafeModeShownAsDirectory(t *testing.T) {
 	_, err := store.Open(dir, store.Options{Logger: quietLog})
 	if !errors.Is(err, store.ErrUnsafePath) || !strings.Contains(err.Error(), dir+" has mode drwxrwx---,") {
 		t.Errorf("Open of a group-writable store: %v; want ErrUnsafePath with mode drwxrwx---", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "(chmod go-w "+dir+")") {
+		t.Errorf("Open of a group-writable store: %v; want it to say what to do (chmod go-w %s)", err, dir)
 	}
 }
