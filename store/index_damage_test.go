@@ -309,7 +309,7 @@ func TestOpenTruncatedIndex(t *testing.T) {
 	}{
 		{"empty", 0, "the file is empty"},
 		{"less than a page", 100, "less than its two meta pages"},
-		{"one page", ps, "less than its two meta pages"},
+		{"one page", ps, fmt.Sprintf("the file is %d bytes, less than its two meta pages of %d bytes each (%d bytes)", ps, ps, 2*ps)},
 		{"between the metas and the data", 2*ps + 10, "it was cut short"},
 		{"mid-file", int64(m.pgid) / 2 * ps, "it was cut short"},
 		{"last page missing", int64(m.pgid-1) * ps, "it was cut short"},
