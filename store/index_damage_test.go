@@ -46,8 +46,8 @@ func init() {
 // check it and read everything, close, then open it as the daemon does
 // and read again. Steps "truncate-then-read" and "truncate-then-write":
 // open it, cut index.db to its two meta pages under the open store, then
-// read (Info) or write (AcquireLease) first, then try the other, then
-// report ReadOnly and close.
+// read (Info) or write (AcquireLease) first, then try the other (and
+// after a first read, read again), then report ReadOnly and close.
 func damagedChild(dir, steps string) (string, error) {
 	var out strings.Builder
 	opts := Options{Logger: slog.New(slog.NewTextHandler(&out, nil))}
@@ -85,6 +85,7 @@ func damagedChild(dir, steps string) (string, error) {
 		if steps == "truncate-then-read" {
 			read()
 			write()
+			read()
 		} else {
 			write()
 			read()
@@ -551,6 +552,9 @@ func TestIndexDamagedWhileOpen(t *testing.T) {
 			}
 			if strings.Count(out, "store is read-only from now on") != 1 {
 				t.Errorf("want the read-only line logged once:\n%s", out)
+			}
+			if steps == "truncate-then-read" && (strings.Count(out, "index damage found") != 2 || strings.Count(out, "stack=") != 1) {
+				t.Errorf("two damaged reads: want two damage lines, one of them with the stack:\n%s", out)
 			}
 		})
 	}
