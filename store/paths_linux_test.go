@@ -125,6 +125,20 @@ func TestOpenChecksParentDirectories(t *testing.T) {
 			t.Errorf("Open below a sticky directory whose next component is ours: %v", err)
 		}
 	})
+	t.Run("store made directly in a sticky directory", func(t *testing.T) {
+		sticky := filepath.Join(t.TempDir(), "tmp")
+		if err := os.Mkdir(sticky, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		chmod(t, sticky, 0o777|os.ModeSticky)
+		dir := filepath.Join(sticky, "store") // missing until Init makes it
+		if err := store.Init(dir); err != nil {
+			t.Fatalf("Init of a new store directly in a sticky directory, as /tmp/store: %v", err)
+		}
+		if err := open(dir); err != nil {
+			t.Errorf("Open of a store directly in a sticky directory: %v", err)
+		}
+	})
 	t.Run("symlinked parent", func(t *testing.T) {
 		real := filepath.Join(t.TempDir(), "real")
 		dir := storeIn(t, real, func() {})
@@ -156,6 +170,23 @@ func TestOpenChecksParentDirectories(t *testing.T) {
 		err := open(dir)
 		if !errors.Is(err, store.ErrUnsafePath) || !strings.Contains(err.Error(), sticky+", above the store, has mode drwxrwxrwt") || !strings.Contains(err.Error(), theirs+" is not owned by uid") {
 			t.Errorf("Open below %s owned by uid 65534 in a sticky directory: %v; want ErrUnsafePath naming both", theirs, err)
+		}
+	})
+	t.Run("store directory in a sticky directory made first by another user", func(t *testing.T) {
+		sticky := filepath.Join(t.TempDir(), "tmp")
+		if err := os.Mkdir(sticky, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		chmod(t, sticky, 0o777|os.ModeSticky)
+		dir := filepath.Join(sticky, "store")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Init(dir); !errors.Is(err, store.ErrUnsafePath) {
+			t.Errorf("Init of %s, made first by uid 65534 in a sticky directory: %v; want ErrUnsafePath", dir, err)
 		}
 	})
 	t.Run("parent owned by another user", func(t *testing.T) {

@@ -3,6 +3,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -108,6 +109,12 @@ func checkParent(dir, child string, uid int) error {
 		return fmt.Errorf("%s, above the store, has mode %s: writable by group or others, who can replace %s (chmod go-w %s, or put the store elsewhere): %w", dir, modeString(fi.Mode()), child, dir, ErrUnsafePath)
 	}
 	cfi, err := os.Lstat(child)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Only the store directory itself can be missing (its parent was
+		// resolved): Init is about to make it, and then checks that it
+		// is ours (checkPrivate), so one made first by another user fails.
+		return nil
+	}
 	if err != nil {
 		return err
 	}
