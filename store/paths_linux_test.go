@@ -202,6 +202,30 @@ func TestOpenChecksParentDirectories(t *testing.T) {
 	})
 }
 
+// TestRestoreChecksParentDirectories: Restore refuses a target below a
+// group-writable directory, as Init does, before it reads the backup or
+// makes anything: a store restored there could not be opened.
+func TestRestoreChecksParentDirectories(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(parent, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	opened := false
+	err := store.Restore(filepath.Join(parent, "store"), filepath.Join(t.TempDir(), "store.db"), func(store.Generation, store.Artifact) (*os.File, error) {
+		opened = true
+		return nil, os.ErrNotExist
+	})
+	if !errors.Is(err, store.ErrUnsafePath) || !strings.Contains(err.Error(), parent+", above the store, has mode drwxrwxr-x") {
+		t.Errorf("Restore below a group-writable directory: %v; want ErrUnsafePath naming %s", err, parent)
+	}
+	if entries, err := os.ReadDir(parent); err != nil || len(entries) != 0 || opened {
+		t.Errorf("refused Restore left %v (%v) in %s, opened a payload: %v; want nothing", entries, err, parent, opened)
+	}
+}
+
 // TestUnsafeModeShownAsDirectory: a group-writable store directory is
 // named with its mode as ls shows a directory's.
 func TestUnsafeModeShownAsDirectory(t *testing.T) {
