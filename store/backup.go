@@ -65,10 +65,18 @@ type BackupSource func(g Generation, a Artifact) (*os.File, error)
 // generation record; every file and directory is fsynced. The store is
 // built in a sibling directory and renamed to dir only when complete, so a
 // failure leaves nothing behind. dir must be missing or an empty
-// directory. Errors: ErrExists (dir holds something), ErrBackupMismatch,
+// directory, below directories that pass Init's checks. Errors:
+// ErrUnsafePath (as Init's), ErrExists (dir holds something), ErrBackupMismatch,
 // the schema errors of Open for an index of another schema, or I/O errors,
 // each naming the path.
 func Restore(dir, index string, open BackupSource) (err error) {
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		_, err = checkParents(abs, os.Geteuid())
+	}
+	if err != nil {
+		return fmt.Errorf("restore into %s: %w", dir, err)
+	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("restore into %s: directory holds %q: %w", dir, entries[0].Name(), ErrExists)
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {

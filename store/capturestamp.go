@@ -52,7 +52,7 @@ func checkUnchanged(c *manifest.Capture, before []fileStamp) error {
 	}
 	for i, f := range c.Files {
 		if what := before[i].change(after[i]); what != "" {
-			return fmt.Errorf("%w: %s: %s", ErrCaptureChanged, f.Name, what)
+			return fmt.Errorf("%w: %s: %s; publish it again once nothing writes to it", ErrCaptureChanged, f.Name, what)
 		}
 	}
 	return nil

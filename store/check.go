@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -117,12 +118,22 @@ func (s *Store) inspect(c *checker) ([]digestJob, error) {
 	var gens []Generation
 	// bbolt's Tx.Check is only safe alongside other writers on a writable
 	// transaction; this one writes nothing and is rolled back.
-	if s.db.otherMeta != nil {
-		c.add(ProblemIndex, IndexFile, "%v; bbolt uses the other meta page, and the next commit rewrites this one", s.db.otherMeta)
-	}
 	err := s.db.rolledBack(func(tx *bolt.Tx) error {
+		var pageErrs []error
 		for err := range tx.Check() {
-			c.add(ProblemIndex, "index.db", "%v", err)
+			pageErrs = append(pageErrs, err)
+		}
+		if s.db.otherMeta != nil {
+			unchecked := ""
+			// bbolt's check first asserts both meta pages' ids, so a
+			// damaged one stops it with a panic that says nothing more.
+			if len(pageErrs) == 1 && strings.HasPrefix(pageErrs[0].Error(), "panic: ") {
+				unchecked, pageErrs = "; until then bbolt's page check cannot run", nil
+			}
+			c.add(ProblemIndex, IndexFile, "%v; bbolt uses the other meta page, so the last commit may be lost, and the next change to the store (a lease, a publication, a settings change) rewrites this one%s", s.db.otherMeta, unchecked)
+		}
+		for _, err := range pageErrs {
+			c.add(ProblemIndex, IndexFile, "%v", err)
 		}
 		var err error
 		if gens, err = c.generations(tx); err != nil {

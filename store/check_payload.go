@@ -12,6 +12,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// damagedPayload ends the detail of a problem with a generation's payload
+// (missing, a wrong size or digest), which fsck cannot repair: it says what
+// the operator does instead.
+const damagedPayload = "; tombstone and retire the generation, then publish its capture again or restore the store from a backup"
+
 // beginPublication marks publication id as in progress from the moment
 // its ID is reserved, so Check does not take its staging or payload
 // directory for a leftover; endPublication clears the mark once the
@@ -127,7 +132,7 @@ func (s *Store) checkDigests(c *checker, jobs []digestJob) error {
 			if _, gerr := s.Generation(j.gen); errors.Is(gerr, ErrNotFound) {
 				continue
 			}
-			c.add(ProblemArtifactMissing, "generation "+j.gen.String(), "%s: no such file", j.want.Name)
+			c.add(ProblemArtifactMissing, "generation "+j.gen.String(), "%s: no such file"+damagedPayload, j.want.Name)
 			continue
 		}
 		if errors.Is(err, ErrUnsafePath) { // linked since artifacts looked
@@ -138,7 +143,7 @@ func (s *Store) checkDigests(c *checker, jobs []digestJob) error {
 			return err
 		}
 		if sum != j.want.SHA256 {
-			c.add(ProblemArtifactDigest, "generation "+j.gen.String(), "%s has SHA-256 %s, the record says %s", j.want.Name, sum, j.want.SHA256)
+			c.add(ProblemArtifactDigest, "generation "+j.gen.String(), "%s has SHA-256 %s, the record says %s"+damagedPayload, j.want.Name, sum, j.want.SHA256)
 		}
 	}
 	return nil
@@ -177,12 +182,12 @@ func (c *checker) artifacts(s *Store, g Generation, jobs []digestJob) ([]digestJ
 	fi, err := os.Lstat(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		c.add(ProblemPayloadMissing, subject, "no directory %s", rel)
+		c.add(ProblemPayloadMissing, subject, "no directory %s"+damagedPayload, rel)
 		return jobs, nil
 	case err != nil:
 		return nil, err
 	case !fi.IsDir():
-		c.add(ProblemPayloadMissing, subject, "%s is a %v, not a directory", rel, fi.Mode().Type())
+		c.add(ProblemPayloadMissing, subject, "%s is a %v, not a directory"+damagedPayload, rel, fi.Mode().Type())
 		return jobs, nil
 	}
 	listed := map[string]bool{}
@@ -192,15 +197,15 @@ func (c *checker) artifacts(s *Store, g Generation, jobs []digestJob) ([]digestJ
 		fi, err := os.Lstat(p)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
-			c.add(ProblemArtifactMissing, subject, "%s: no such file", a.Name)
+			c.add(ProblemArtifactMissing, subject, "%s: no such file"+damagedPayload, a.Name)
 			continue
 		case err != nil:
 			return nil, err
 		case !fi.Mode().IsRegular():
-			c.add(ProblemArtifactMissing, subject, "%s is a %v, not a regular file", a.Name, fi.Mode().Type())
+			c.add(ProblemArtifactMissing, subject, "%s is a %v, not a regular file"+damagedPayload, a.Name, fi.Mode().Type())
 			continue
 		case fi.Size() != a.Size:
-			c.add(ProblemArtifactSize, subject, "%s is %d bytes, the record says %d", a.Name, fi.Size(), a.Size)
+			c.add(ProblemArtifactSize, subject, "%s is %d bytes, the record says %d"+damagedPayload, a.Name, fi.Size(), a.Size)
 			continue
 		}
 		f, err := s.openPayloadFile(g.ID, a.Name)

@@ -205,6 +205,12 @@ func TestCheckFindsAndRepairs(t *testing.T) {
 				if !strings.HasPrefix(line, p.Kind+" "+p.Subject+": ") || strings.Contains(line, "\n") || p.Detail == "" {
 					t.Errorf("problem line %q: want one line, kind, subject, detail", line)
 				}
+				switch p.Kind {
+				case store.ProblemArtifactMissing, store.ProblemArtifactSize, store.ProblemArtifactDigest, store.ProblemPayloadMissing:
+					if !strings.HasSuffix(line, "; tombstone and retire the generation, then publish its capture again or restore the store from a backup") {
+						t.Errorf("problem line %q: want it to say what to do with the damaged generation", line)
+					}
+				}
 			}
 			opts.Repair = true
 			repaired, err := st.Check(opts)

@@ -37,6 +37,8 @@ type index struct {
 	// stuck is set when a write transaction that showed damage was left
 	// open rather than rolled back (Update); Close then only closes file.
 	stuck atomic.Bool
+	// stackLogged is set once noteDamage has logged a damage's stack.
+	stackLogged atomic.Bool
 }
 
 // openIndex checks the index file at path (checkIndexFile) and only then
@@ -162,15 +164,20 @@ func (x *index) rolledBack(fn func(*bolt.Tx) error) error {
 }
 
 // noteDamage turns a damage error from guard into ErrIndexCorrupt, logs
-// it with its stack and makes the store read-only: an index that showed
-// damage once is not trusted with another change. Other errors pass
-// through.
+// it (with its stack the first time only: every later read of the same
+// damaged page would repeat it) and makes the store read-only: an index
+// that showed damage once is not trusted with another change. Other
+// errors pass through.
 func (x *index) noteDamage(err error) error {
 	d, ok := err.(damage)
 	if !ok {
 		return err
 	}
-	x.st.log.Error("index damage found during a transaction; the call fails", "index", x.Path(), "err", d.Error(), "stack", string(d.stack))
+	if x.stackLogged.CompareAndSwap(false, true) {
+		x.st.log.Error("index damage found during a transaction; the call fails", "index", x.Path(), "err", d.Error(), "stack", string(d.stack))
+	} else {
+		x.st.log.Error("index damage found during a transaction; the call fails", "index", x.Path(), "err", d.Error())
+	}
 	err = indexCorrupt(x.Path(), d)
 	x.st.setReadOnly(err)
 	return err

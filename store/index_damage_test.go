@@ -46,8 +46,8 @@ func init() {
 // check it and read everything, close, then open it as the daemon does
 // and read again. Steps "truncate-then-read" and "truncate-then-write":
 // open it, cut index.db to its two meta pages under the open store, then
-// read (Info) or write (AcquireLease) first, then try the other, then
-// report ReadOnly and close.
+// read (Info) or write (AcquireLease) first, then try the other (and
+// after a first read, read again), then report ReadOnly and close.
 func damagedChild(dir, steps string) (string, error) {
 	var out strings.Builder
 	opts := Options{Logger: slog.New(slog.NewTextHandler(&out, nil))}
@@ -85,6 +85,7 @@ func damagedChild(dir, steps string) (string, error) {
 		if steps == "truncate-then-read" {
 			read()
 			write()
+			read()
 		} else {
 			write()
 			read()
@@ -309,7 +310,7 @@ func TestOpenTruncatedIndex(t *testing.T) {
 	}{
 		{"empty", 0, "the file is empty"},
 		{"less than a page", 100, "less than its two meta pages"},
-		{"one page", ps, "less than its two meta pages"},
+		{"one page", ps, fmt.Sprintf("the file is %d bytes, less than its two meta pages of %d bytes each (%d bytes)", ps, ps, 2*ps)},
 		{"between the metas and the data", 2*ps + 10, "it was cut short"},
 		{"mid-file", int64(m.pgid) / 2 * ps, "it was cut short"},
 		{"last page missing", int64(m.pgid-1) * ps, "it was cut short"},
@@ -552,6 +553,9 @@ func TestIndexDamagedWhileOpen(t *testing.T) {
 			if strings.Count(out, "store is read-only from now on") != 1 {
 				t.Errorf("want the read-only line logged once:\n%s", out)
 			}
+			if steps == "truncate-then-read" && (strings.Count(out, "index damage found") != 2 || strings.Count(out, "stack=") != 1) {
+				t.Errorf("two damaged reads: want two damage lines, one of them with the stack:\n%s", out)
+			}
 		})
 	}
 }
@@ -572,5 +576,40 @@ func TestRestoreDamagedSnapshot(t *testing.T) {
 	}
 	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a refused restore left %s: %v", dir, err)
+	}
+}
+
+// TestCheckOneMetaPageGarbled: random bytes over the older meta page
+// (its page id garbled too) are one problem, which says what rewrites the
+// page, not a second line with the panic of bbolt's page check.
+func TestCheckOneMetaPageGarbled(t *testing.T) {
+	base := damageBase(t)
+	for _, off := range []int64{0, 4096} {
+		dir := copyStore(t, base)
+		garbage := bytes.Repeat([]byte{0xa5, 0x5a, 0x3c, 0xc3}, 1024)
+		writeAt(t, dir, off, garbage)
+		st, err := Open(dir, Options{Logger: slog.New(slog.DiscardHandler), NoRecover: true})
+		if err != nil {
+			t.Fatalf("meta page at %d garbled: Open: %v", off, err)
+		}
+		problems, err := st.Check(CheckOptions{})
+		st.Close()
+		if err != nil {
+			t.Fatalf("meta page at %d garbled: Check: %v", off, err)
+		}
+		var index []Problem // the newer page garbled also loses its commit's payload-ahead
+		for _, p := range problems {
+			if p.Kind == ProblemIndex {
+				index = append(index, p)
+			}
+		}
+		if len(index) != 1 || !strings.Contains(index[0].Detail, "the next change to the store (a lease, a publication, a settings change) rewrites this one") {
+			t.Errorf("meta page at %d garbled: Check = %v; want one index problem saying what rewrites the page", off, problems)
+		}
+		for _, p := range problems {
+			if strings.Contains(p.String(), "panic") {
+				t.Errorf("meta page at %d garbled: problem %q shows bbolt's panic", off, p)
+			}
+		}
 	}
 }

@@ -116,7 +116,7 @@ func readMeta(f *os.File, size int64) (m boltMeta, otherMeta, err error) {
 		}
 	}
 	if size < 2*ps {
-		return boltMeta{}, nil, fmt.Errorf("the file is %d bytes, less than its two meta pages of %d bytes", size, ps)
+		return boltMeta{}, nil, fmt.Errorf("the file is %d bytes, less than its two meta pages of %d bytes each (%d bytes)", size, ps, 2*ps)
 	}
 	m1, err1 := metaAt(f, ps)
 	if err1 == nil && m1.pageSize != uint32(ps) {

@@ -104,6 +104,9 @@ func TestOpenChecksParentDirectories(t *testing.T) {
 		if !errors.Is(err, store.ErrUnsafePath) || !strings.Contains(err.Error(), parent+", above the store, has mode drwxrwxr-x") {
 			t.Errorf("Open below a group-writable directory: %v; want ErrUnsafePath naming %s as drwxrwxr-x", err, parent)
 		}
+		if err == nil || !strings.Contains(err.Error(), "(chmod go-w "+parent+", or put the store elsewhere)") {
+			t.Errorf("Open below a group-writable directory: %v; want it to say what to do (chmod go-w %s)", err, parent)
+		}
 		if err := store.Init(filepath.Join(parent, "second")); !errors.Is(err, store.ErrUnsafePath) {
 			t.Errorf("Init below a group-writable directory: %v; want ErrUnsafePath", err)
 		}
@@ -120,6 +123,20 @@ func TestOpenChecksParentDirectories(t *testing.T) {
 		dir := storeIn(t, filepath.Join(sticky, "mine"), func() { chmod(t, sticky, 0o777|os.ModeSticky) })
 		if err := open(dir); err != nil {
 			t.Errorf("Open below a sticky directory whose next component is ours: %v", err)
+		}
+	})
+	t.Run("store made directly in a sticky directory", func(t *testing.T) {
+		sticky := filepath.Join(t.TempDir(), "tmp")
+		if err := os.Mkdir(sticky, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		chmod(t, sticky, 0o777|os.ModeSticky)
+		dir := filepath.Join(sticky, "store") // missing until Init makes it
+		if err := store.Init(dir); err != nil {
+			t.Fatalf("Init of a new store directly in a sticky directory, as /tmp/store: %v", err)
+		}
+		if err := open(dir); err != nil {
+			t.Errorf("Open of a store directly in a sticky directory: %v", err)
 		}
 	})
 	t.Run("symlinked parent", func(t *testing.T) {
@@ -155,6 +172,23 @@ func TestOpenChecksParentDirectories(t *testing.T) {
 			t.Errorf("Open below %s owned by uid 65534 in a sticky directory: %v; want ErrUnsafePath naming both", theirs, err)
 		}
 	})
+	t.Run("store directory in a sticky directory made first by another user", func(t *testing.T) {
+		sticky := filepath.Join(t.TempDir(), "tmp")
+		if err := os.Mkdir(sticky, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		chmod(t, sticky, 0o777|os.ModeSticky)
+		dir := filepath.Join(sticky, "store")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Init(dir); !errors.Is(err, store.ErrUnsafePath) {
+			t.Errorf("Init of %s, made first by uid 65534 in a sticky directory: %v; want ErrUnsafePath", dir, err)
+		}
+	})
 	t.Run("parent owned by another user", func(t *testing.T) {
 		parent := filepath.Join(t.TempDir(), "theirs")
 		dir := storeIn(t, parent, func() {
@@ -168,6 +202,30 @@ func TestOpenChecksParentDirectories(t *testing.T) {
 	})
 }
 
+// TestRestoreChecksParentDirectories: Restore refuses a target below a
+// group-writable directory, as Init does, before it reads the backup or
+// makes anything: a store restored there could not be opened.
+func TestRestoreChecksParentDirectories(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(parent, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	opened := false
+	err := store.Restore(filepath.Join(parent, "store"), filepath.Join(t.TempDir(), "store.db"), func(store.Generation, store.Artifact) (*os.File, error) {
+		opened = true
+		return nil, os.ErrNotExist
+	})
+	if !errors.Is(err, store.ErrUnsafePath) || !strings.Contains(err.Error(), parent+", above the store, has mode drwxrwxr-x") {
+		t.Errorf("Restore below a group-writable directory: %v; want ErrUnsafePath naming %s", err, parent)
+	}
+	if entries, err := os.ReadDir(parent); err != nil || len(entries) != 0 || opened {
+		t.Errorf("refused Restore left %v (%v) in %s, opened a payload: %v; want nothing", entries, err, parent, opened)
+	}
+}
+
 // TestUnsafeModeShownAsDirectory: a group-writable store directory is
 // named with its mode as ls shows a directory's.
 func TestUnsafeModeShownAsDirectory(t *testing.T) {
@@ -179,5 +237,8 @@ func TestUnsafeModeShownAsDirectory(t *testing.T) {
 	_, err := store.Open(dir, store.Options{Logger: quietLog})
 	if !errors.Is(err, store.ErrUnsafePath) || !strings.Contains(err.Error(), dir+" has mode drwxrwx---,") {
 		t.Errorf("Open of a group-writable store: %v; want ErrUnsafePath with mode drwxrwx---", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "(chmod go-w "+dir+")") {
+		t.Errorf("Open of a group-writable store: %v; want it to say what to do (chmod go-w %s)", err, dir)
 	}
 }

@@ -137,7 +137,7 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, duplicate b
 			return Generation{}, false, fmt.Errorf("publish %s: %s: %w", captureDir, f.Name, err)
 		}
 		if f.Name == manifest.ManifestFileName && digest != manifestDigest {
-			return Generation{}, false, fmt.Errorf("publish %s: %w: %s: the copy differs from the bytes validated", captureDir, ErrCaptureChanged, f.Name)
+			return Generation{}, false, fmt.Errorf("publish %s: %w: %s: the copy differs from the bytes validated; publish it again once nothing writes to it", captureDir, ErrCaptureChanged, f.Name)
 		}
 		g.Artifacts = append(g.Artifacts, Artifact{Name: f.Name, Size: f.Size, SHA256: digest})
 		failpoint("publish-copied-" + f.Name)

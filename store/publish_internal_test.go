@@ -86,8 +86,9 @@ func TestPublishRefusesChangingCapture(t *testing.T) {
 			t.Cleanup(func() { afterCopyHook = nil })
 			class := templatekey.SampleClass()
 			_, err = st.Publish(capture, &class)
-			if !errors.Is(err, ErrCaptureChanged) || !strings.Contains(err.Error(), "capture changed while it was read: "+tt.want) {
-				t.Fatalf("Publish of a capture changed during the copy: %v; want ErrCaptureChanged naming %q", err, tt.want)
+			if !errors.Is(err, ErrCaptureChanged) || !strings.Contains(err.Error(), "capture changed while it was read: "+tt.want) ||
+				!strings.HasSuffix(err.Error(), "; publish it again once nothing writes to it") {
+				t.Fatalf("Publish of a capture changed during the copy: %v; want ErrCaptureChanged naming %q and saying what to do", err, tt.want)
 			}
 			if gens, err := st.Generations(); err != nil || len(gens) != 0 {
 				t.Errorf("generations %v (%v) after the refusal, want none", gens, err)

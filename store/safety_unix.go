@@ -3,6 +3,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -36,10 +37,10 @@ func checkInfo(path string, fi fs.FileInfo, uid int) error {
 		return fmt.Errorf("%s: no ownership information: %w", path, ErrUnsafePath)
 	}
 	if int(st.Uid) != uid {
-		return fmt.Errorf("%s is owned by uid %d, want %d: %w", path, st.Uid, uid, ErrUnsafePath)
+		return fmt.Errorf("%s is owned by uid %d, want %d (chown it, or run as its owner): %w", path, st.Uid, uid, ErrUnsafePath)
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("%s has mode %s, writable by group or others: %w", path, modeString(fi.Mode()), ErrUnsafePath)
+		return fmt.Errorf("%s has mode %s, writable by group or others (chmod go-w %s): %w", path, modeString(fi.Mode()), path, ErrUnsafePath)
 	}
 	return nil
 }
@@ -101,18 +102,24 @@ func checkParent(dir, child string, uid int) error {
 	case !ok:
 		return fmt.Errorf("%s: no ownership information: %w", dir, ErrUnsafePath)
 	case st.Uid != 0 && int(st.Uid) != uid:
-		return fmt.Errorf("%s, above the store, is owned by uid %d, who can replace %s: %w", dir, st.Uid, child, ErrUnsafePath)
+		return fmt.Errorf("%s, above the store, is owned by uid %d, who can replace %s (put the store in a directory of yours): %w", dir, st.Uid, child, ErrUnsafePath)
 	case fi.Mode().Perm()&0o022 == 0:
 		return nil
 	case fi.Mode()&fs.ModeSticky == 0:
-		return fmt.Errorf("%s, above the store, has mode %s: writable by group or others, who can replace %s: %w", dir, modeString(fi.Mode()), child, ErrUnsafePath)
+		return fmt.Errorf("%s, above the store, has mode %s: writable by group or others, who can replace %s (chmod go-w %s, or put the store elsewhere): %w", dir, modeString(fi.Mode()), child, dir, ErrUnsafePath)
 	}
 	cfi, err := os.Lstat(child)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Only the store directory itself can be missing (its parent was
+		// resolved): Init is about to make it, and then checks that it
+		// is ours (checkPrivate), so one made first by another user fails.
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	if cst, ok := cfi.Sys().(*syscall.Stat_t); !ok || cst.Uid != 0 && int(cst.Uid) != uid {
-		return fmt.Errorf("%s, above the store, has mode %s (sticky, writable by others) and %s is not owned by uid %d or root, so its owner can replace it: %w",
+		return fmt.Errorf("%s, above the store, has mode %s (sticky, writable by others) and %s is not owned by uid %d or root, so its owner can replace it (put the store in a directory of yours): %w",
 			dir, modeString(fi.Mode()), child, uid, ErrUnsafePath)
 	}
 	return nil

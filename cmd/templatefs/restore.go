@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -30,7 +32,11 @@ func runRestore(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 		}
 		return os.Open(filepath.Join(backup, rel))
 	}
-	if err := store.Restore(dir, filepath.Join(backup, leasefs.IndexFileName), open); err != nil {
+	index := filepath.Join(backup, leasefs.IndexFileName)
+	if _, err := os.Stat(index); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s has no %s: BACKUP_DIR is the backup's copy of the mount's top directory (the one holding store.db and generations/)", backup, leasefs.IndexFileName)
+	}
+	if err := store.Restore(dir, index, open); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "restored store %s from %s\n", dir, backup)
