@@ -118,10 +118,13 @@ func runPublish(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !published && g.State == store.Published {
+	if !published && g.State != store.Published {
+		// Its ID as the last line would hand a script a generation that
+		// grants no lease: fail instead, and say how to get a usable one.
+		return fmt.Errorf("capture already published as %s, which is %s and grants no new leases: lift it (mv MNT/tombstones/%s MNT/generations/) or publish --duplicate for a new copy", g.ID, g.State, g.ID)
+	}
+	if !published {
 		fmt.Fprintf(stdout, "capture already published as %s\n", g.ID)
-	} else if !published {
-		fmt.Fprintf(stdout, "capture already published as %s (%s; lift it, or publish --duplicate)\n", g.ID, g.State)
 	}
 	fmt.Fprintf(stdout, "key %s\n%s\n", g.KeyID, g.ID)
 	return st.Close()

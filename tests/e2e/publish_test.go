@@ -13,8 +13,9 @@ import (
 
 // TestPublishTwice publishes the sample capture again: publish says it is
 // already published as g000001, prints that ID last, and the store keeps
-// one payload directory; after a tombstone it says the copy is
-// tombstoned; --duplicate makes the second copy g000002.
+// one payload directory; after a tombstone it fails (exit 1, no ID on
+// stdout: a script would take a generation that grants no lease) and says
+// how to get a usable copy; --duplicate makes the second copy g000002.
 func TestPublishTwice(t *testing.T) {
 	s := newSession(t, "--memory", "16MiB")
 	if gen := s.publish(t); gen != "g000001" {
@@ -32,9 +33,9 @@ func TestPublishTwice(t *testing.T) {
 	d := harness.StartMount(t, s.store, s.mnt)
 	harness.MustTool(t, "mv", s.path("generations", "g000001"), s.path("tombstones")+"/")
 	d.Stop()
-	out = harness.Lines(harness.Run(t, "publish", s.store, s.capture, "--class", s.class))
-	if len(out) == 0 || out[0] != "capture already published as g000001 (tombstoned; lift it, or publish --duplicate)" || out[len(out)-1] != "g000001" {
-		t.Errorf("publish of a capture identical to tombstoned g000001 printed %q", out)
+	r := harness.RunStatus(t, "publish", s.store, s.capture, "--class", s.class)
+	if r.Code != 1 || r.Stdout != "" || !strings.Contains(r.Stderr, "capture already published as g000001, which is tombstoned") || !strings.Contains(r.Stderr, "--duplicate") {
+		t.Errorf("publish of a capture identical to tombstoned g000001: %v; want exit 1, nothing on stdout, and a message naming g000001, its state and --duplicate", r)
 	}
 	out = harness.Lines(harness.Run(t, "publish", "--duplicate", s.store, s.capture, "--class", s.class))
 	if len(out) == 0 || out[len(out)-1] != "g000002" || strings.Contains(strings.Join(out, "\n"), "already published") {
