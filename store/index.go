@@ -37,6 +37,9 @@ type index struct {
 	// stuck is set when a write transaction that showed damage was left
 	// open rather than rolled back (Update); Close then only closes file.
 	stuck atomic.Bool
+	// damageLogged is set by the first noteDamage, which logs the damage
+	// and its stack; later calls only return the error.
+	damageLogged atomic.Bool
 }
 
 // openIndex checks the index file at path (checkIndexFile) and only then
@@ -161,16 +164,20 @@ func (x *index) rolledBack(fn func(*bolt.Tx) error) error {
 	return err
 }
 
-// noteDamage turns a damage error from guard into ErrIndexCorrupt, logs
-// it with its stack and makes the store read-only: an index that showed
-// damage once is not trusted with another change. Other errors pass
-// through.
+// noteDamage turns a damage error from guard into ErrIndexCorrupt and
+// makes the store read-only: an index that showed damage once is not
+// trusted with another change. The first damage is logged, with its
+// stack, once: every later call that meets damage fails with the error
+// alone, so a damaged mount that keeps being read does not flood the
+// log. Other errors pass through.
 func (x *index) noteDamage(err error) error {
 	d, ok := err.(damage)
 	if !ok {
 		return err
 	}
-	x.st.log.Error("index damage found during a transaction; the call fails", "index", x.Path(), "err", d.Error(), "stack", string(d.stack))
+	if x.damageLogged.CompareAndSwap(false, true) {
+		x.st.log.Error("index damage found during a transaction; the call fails, and later calls that meet damage fail without a log line", "index", x.Path(), "err", d.Error(), "stack", string(d.stack))
+	}
 	err = indexCorrupt(x.Path(), d)
 	x.st.setReadOnly(err)
 	return err

@@ -111,6 +111,7 @@ func damagedChild(dir, steps string) (string, error) {
 		write := func() { _, _, err := st.AcquireLease(1, "after-damage"); fmt.Fprintf(&out, "write: %v\n", err) }
 		if steps == "truncate-then-read" {
 			read()
+			read() // the damage again: an error, not another log line with a stack
 			write()
 		} else {
 			write()
@@ -578,6 +579,9 @@ func TestIndexDamagedWhileOpen(t *testing.T) {
 			}
 			if strings.Count(out, "store is read-only from now on") != 1 {
 				t.Errorf("want the read-only line logged once:\n%s", out)
+			}
+			if strings.Count(out, "index damage found during a transaction") != 1 {
+				t.Errorf("want the damage and its stack logged once:\n%s", out)
 			}
 		})
 	}
