@@ -122,6 +122,20 @@ func TestOpenChecksParentDirectories(t *testing.T) {
 			t.Errorf("Open below a sticky directory whose next component is ours: %v", err)
 		}
 	})
+	t.Run("store made directly in a sticky directory", func(t *testing.T) {
+		sticky := filepath.Join(t.TempDir(), "tmp") // as `templatefs init /tmp/store`
+		if err := os.Mkdir(sticky, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		chmod(t, sticky, 0o777|os.ModeSticky)
+		dir := filepath.Join(sticky, "store")
+		if err := store.Init(dir); err != nil {
+			t.Fatalf("Init of a new store in a sticky directory: %v", err)
+		}
+		if err := open(dir); err != nil {
+			t.Errorf("Open of a store made in a sticky directory: %v", err)
+		}
+	})
 	t.Run("symlinked parent", func(t *testing.T) {
 		real := filepath.Join(t.TempDir(), "real")
 		dir := storeIn(t, real, func() {})

@@ -3,6 +3,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -108,6 +109,11 @@ func checkParent(dir, child string, uid int) error {
 		return fmt.Errorf("%s, above the store, has mode %s: writable by group or others, who can replace %s: %w", dir, modeString(fi.Mode()), child, ErrUnsafePath)
 	}
 	cfi, err := os.Lstat(child)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The store itself, not made yet (Init): no one else owns it, and
+		// Init refuses it (checkPrivate) if someone makes it first.
+		return nil
+	}
 	if err != nil {
 		return err
 	}
