@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"templatefs/internal/hostclock"
 	"templatefs/tests/harness"
 )
 
@@ -35,15 +36,17 @@ func (e *env) wcBytes(rel string) int64 {
 	return n
 }
 
-// afterSecondOf waits until the wall clock is in a later second than t,
-// so that a change made next gets an mtime that rsync's quick check
-// (whole seconds) can tell from t, and returns the time just before the
-// change. It waits for a condition, at most a second; nothing is timed.
+// afterSecondOf waits until the host clock (hostclock, which dates the
+// store's records and so the text files' mtimes) is in a later second
+// than t, so that a change made next gets an mtime that rsync's quick
+// check (whole seconds) can tell from t, and returns the time just before
+// the change. It waits for a condition, at most a second; nothing is
+// timed.
 func afterSecondOf(t time.Time) time.Time {
-	for time.Now().Unix() <= t.Unix() {
+	for hostclock.Now().Unix() <= t.Unix() {
 		time.Sleep(10 * time.Millisecond)
 	}
-	return time.Now()
+	return hostclock.Now()
 }
 
 // wantTruthfulStat checks that rel's stat size is what a read returns and
