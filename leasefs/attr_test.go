@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"templatefs/internal/capturetest"
+	"templatefs/internal/hostclock"
 	"templatefs/store"
 	"templatefs/store/manifest"
 	"templatefs/store/templatekey"
@@ -265,4 +267,51 @@ func TestRender(t *testing.T) {
 			t.Errorf("store after a new lease:\n%s", got)
 		}
 	})
+}
+
+// TestStatusMtimeWindowEnded: a status file whose restore window ended
+// after its last change has the window's end as its mtime, the moment
+// its verdict flipped, measured by the host clock eligibility uses.
+func TestStatusMtimeWindowEnded(t *testing.T) {
+	now := hostclock.Now().UTC().Truncate(time.Second)
+	capture := capturetest.Make(t, t.TempDir(), manifest.SampleOptions{StateSizeBytes: 3000, MemorySizeBytes: 4 << 20,
+		CaptureUTC: now.Add(-31 * 24 * time.Hour)})
+	dir := filepath.Join(t.TempDir(), "store")
+	if err := store.Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	published := now.Add(-2 * 24 * time.Hour) // inside the window, which ended a day ago
+	st, err := store.Open(dir, store.Options{Logger: quiet, Now: func() time.Time { return published }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	class := templatekey.SampleClass()
+	g, err := st.Publish(capture, &class)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(st, Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := st.Eligibility(g.ID)
+	if err != nil || e.Eligible || e.Rule != store.RuleUTC {
+		t.Fatalf("Eligibility = %+v, %v; want ineligible by the UTC rule", e, err)
+	}
+	end := g.Anchors.UTC.Add(e.Window)
+	if !end.After(published) || end.After(now) {
+		t.Fatalf("window ends %v, want between the publication %v and now %v", end, published, now)
+	}
+	n, err := f.Walk("generations/" + g.ID.String() + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := f.Attr(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Mtime.Equal(end) {
+		t.Errorf("status mtime %v, want the end of the restore window %v", a.Mtime, end)
+	}
 }

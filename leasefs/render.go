@@ -209,7 +209,7 @@ func (f *FS) renderStatus(g store.Generation) ([]byte, time.Time, error) {
 		w.line("eligibility_rule", e.Rule)
 		w.line("restore_window", e.Window)
 		w.line("window_ends_at", windowEnds(g, e))
-		if end := windowEnds(g, e); !e.Eligible && !end.After(time.Now()) {
+		if end := windowEnds(g, e); !e.Eligible && !end.After(hostclock.Now()) {
 			changed = latest(changed, end)
 		}
 	}

@@ -8,9 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"templatefs/store/manifest"
 )
 
 // IndexSize returns the size in bytes of the index as a snapshot taken now
@@ -210,8 +213,16 @@ func adoptIndex(path string) ([]Generation, error) {
 }
 
 // restorePayload copies every artifact of g into dir (created here) with
-// copyArtifact and checks its size and digest.
+// copyArtifact and checks its size and digest. An artifact name that is
+// not a capture file's (captureArtifacts), such as a path a hostile
+// backup index could name to write outside dir, is ErrBackupMismatch
+// before anything is created.
 func restorePayload(dir string, g Generation, open BackupSource) error {
+	for _, a := range g.Artifacts {
+		if !slices.Contains(captureArtifacts, a.Name) {
+			return fmt.Errorf("generation %s: the index names artifact %q, which is not one of a capture's files %q: %w", g.ID, a.Name, captureArtifacts, ErrBackupMismatch)
+		}
+	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return err
 	}
@@ -231,6 +242,10 @@ func restorePayload(dir string, g Generation, open BackupSource) error {
 	}
 	return syncDirAt(faultRestorePayloadDir, dir)
 }
+
+// captureArtifacts are the names a generation's artifacts can have: the
+// files of a capture (manifest.Capture).
+var captureArtifacts = []string{manifest.ManifestFileName, manifest.StateFileName, manifest.MemoryFileName, manifest.ScratchFileName}
 
 func restoreArtifact(dst string, src *os.File, a Artifact) (string, error) {
 	fi, err := src.Stat()

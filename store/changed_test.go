@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"templatefs/internal/hostclock"
 	"templatefs/store"
 )
 
@@ -13,13 +14,14 @@ import (
 // LeasesChangedAt, Key GenerationRemovedAt, SettingsChangedAt,
 // Info.ChangedAt), including the
 // changes that leave no record behind (a release, a lift, a deletion). The
-// clock is the store's Now, stepped from the real time.
+// clock is the store's Now, stepped from the host clock's now (Init
+// records the creation time from it).
 func TestChangeTimes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	if err := store.Init(dir); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UTC()
+	now := hostclock.Now().UTC()
 	clock := func() time.Time { return now }
 	step := func() time.Time { now = now.Add(time.Minute); return now }
 	st, err := store.Open(dir, store.Options{Host: sampleHost(), Now: clock})

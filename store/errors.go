@@ -46,7 +46,8 @@ var (
 	ErrExists = errors.New("already exists")
 	// ErrBackupMismatch is returned by Restore when a backed-up payload is
 	// missing, has another size, or its SHA-256 differs from the digest its
-	// generation record holds. The message names the file and both values.
+	// generation record holds, or the index names an artifact that is not a
+	// capture's file. The message names the file and both values.
 	ErrBackupMismatch = errors.New("backup does not match its index")
 )
 

@@ -18,6 +18,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"templatefs/internal/hostclock"
 	"templatefs/internal/sample"
 	"templatefs/store/manifest"
 	"templatefs/store/templatekey"
@@ -79,7 +80,7 @@ func (l *lockedBuffer) String() string {
 func faultCapture(t *testing.T, seed uint64) (string, manifest.SampleOptions) {
 	t.Helper()
 	o := manifest.SampleOptions{MemorySizeBytes: 1 << 20, StateSizeBytes: 4096, VPCount: 2,
-		CaptureUTC: time.Now().UTC().Add(-time.Hour).Truncate(time.Second), CaptureMonotonicNs: 5e9}
+		CaptureUTC: hostclock.Now().UTC().Add(-time.Hour).Truncate(time.Second), CaptureMonotonicNs: 5e9}
 	dir := filepath.Join(t.TempDir(), "capture")
 	if err := sample.WriteCapture(dir, o, seed); err != nil {
 		t.Fatal(err)

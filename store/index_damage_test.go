@@ -72,6 +72,33 @@ func damagedChild(dir, steps string) (string, error) {
 			}
 		}
 		return out.String(), nil
+	case "zero-page-then-refused-write":
+		// STORE_TEST_CHILD_PAGE names a page the refused write does not
+		// read (a page of the leases bucket); it is zeroed under the
+		// open store, then a tombstone of a missing generation is refused
+		// inside its transaction, which is rolled back.
+		st, err := Open(dir, opts)
+		if err != nil {
+			return out.String(), err
+		}
+		var page int64
+		fmt.Sscan(os.Getenv("STORE_TEST_CHILD_PAGE"), &page)
+		f, err := os.OpenFile(filepath.Join(dir, IndexFile), os.O_WRONLY, 0)
+		if err != nil {
+			return out.String(), err
+		}
+		_, err = f.WriteAt(make([]byte, 4096), page*4096)
+		f.Close()
+		if err != nil {
+			return out.String(), err
+		}
+		_, err = st.Tombstone(999, 0)
+		fmt.Fprintf(&out, "refused write: %v\n", err)
+		_, err = st.Info()
+		fmt.Fprintf(&out, "read: %v\n", err)
+		fmt.Fprintf(&out, "read-only: %v\n", st.ReadOnly())
+		fmt.Fprintf(&out, "close: %v\n", st.Close())
+		return out.String(), nil
 	case "truncate-then-read", "truncate-then-write":
 		st, err := Open(dir, opts)
 		if err != nil {
@@ -84,6 +111,7 @@ func damagedChild(dir, steps string) (string, error) {
 		write := func() { _, _, err := st.AcquireLease(1, "after-damage"); fmt.Fprintf(&out, "write: %v\n", err) }
 		if steps == "truncate-then-read" {
 			read()
+			read() // the damage again: an error, not another log line with a stack
 			write()
 			read()
 		} else {
@@ -557,6 +585,40 @@ func TestIndexDamagedWhileOpen(t *testing.T) {
 				t.Errorf("two damaged reads: want two damage lines, one of them with the stack:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestIndexDamagedWhileOpenRefusedWrite: a write refused inside its
+// transaction (a tombstone of a missing generation) on an index damaged
+// while open, in a page the write does not read, is rolled back; the
+// rollback walks every page (NoFreelistSync) and must not crash the
+// process. The refusal stands, and the damage is found then or by the
+// next read.
+func TestIndexDamagedWhileOpenRefusedWrite(t *testing.T) {
+	base := damageBase(t)
+	m, used := indexLayout(t, filepath.Join(base, IndexFile))
+	data, err := os.ReadFile(filepath.Join(base, IndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := int64(m.pageSize)
+	page := int64(-1)
+	for id := int64(2); id < int64(m.pgid); id++ {
+		p := data[id*ps : (id+1)*ps]
+		if used[id] && native.Uint16(p[8:]) == boltLeafPage && bytes.Contains(p, []byte("clone-150")) {
+			page = id
+		}
+	}
+	if page < 0 {
+		t.Fatal("no leaf page of the leases bucket")
+	}
+	dir := copyStore(t, base)
+	t.Setenv("STORE_TEST_CHILD_PAGE", fmt.Sprint(page))
+	code, out := runDamagedChild(t, dir, "zero-page-then-refused-write")
+	for _, want := range []string{"refused write: ", "not found", "read-only: store is read-only since ", "close: <nil>"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("child: exit %d, output lacks %q:\n%s", code, want, out)
+		}
 	}
 }
 

@@ -95,47 +95,89 @@ func checkIndexFile(path string) (otherMeta, err error) {
 	return otherMeta, nil
 }
 
-// readMeta returns the meta page bbolt would use: the page size from meta
-// 0, or if it is invalid from the first valid meta found at the offsets
-// bbolt probes for meta 1; then, of the two metas at that page size, the
-// valid one with the higher txid, and why the other is invalid (nil when
-// it is valid).
+// readMeta returns the meta page bbolt will use, found as bbolt finds it,
+// and why the other meta page is invalid (nil when it is valid). bbolt
+// takes its page size from the first meta page that passes its own check
+// (magic, version, checksum: metaAt), meta 0 if the file has its first
+// 4 KiB, else the first at the offsets it probes for meta 1, and trusts
+// that page size whatever it is; of the two metas at that page size it
+// uses the one with the higher txid if valid, else the other. The page
+// size, and the meta's own, must then be sane, or the file is refused:
+// bbolt would read every page at the wrong offsets.
 func readMeta(f *os.File, size int64) (m boltMeta, otherMeta, err error) {
-	m0, err0 := metaAt(f, 0)
-	ps := int64(m0.pageSize)
-	if err0 != nil {
-		ps = 0
-		for off := int64(boltMinPageSize); off <= boltMaxPageSize && off < size-boltMinPageSize; off <<= 1 {
-			if m, err := metaAt(f, off); err == nil && int64(m.pageSize) == off {
-				ps = off
-				break
-			}
-		}
-		if ps == 0 {
-			return boltMeta{}, nil, fmt.Errorf("no valid meta page (meta 0: %v; no valid meta 1 at any page size)", err0)
-		}
+	ps, err := pageSizeOf(f, size)
+	if err != nil {
+		return boltMeta{}, nil, err
 	}
 	if size < 2*ps {
 		return boltMeta{}, nil, fmt.Errorf("the file is %d bytes, less than its two meta pages of %d bytes each (%d bytes)", size, ps, 2*ps)
 	}
+	m0, err0 := metaAt(f, 0)
 	m1, err1 := metaAt(f, ps)
-	if err1 == nil && m1.pageSize != uint32(ps) {
-		err1 = fmt.Errorf("page size %d, meta 0 says %d", m1.pageSize, ps)
+	a, b := metaChoice{0, m0, err0}, metaChoice{1, m1, err1}
+	if m1.txid > m0.txid {
+		a, b = b, a
 	}
 	switch {
-	case err0 == nil && err1 == nil && m1.txid > m0.txid:
-		return m1, nil, nil
-	case err0 == nil && err1 == nil:
-		return m0, nil, nil
-	case err0 == nil:
-		return m0, fmt.Errorf("meta page 1: %w", err1), nil
-	case err1 == nil:
-		return m1, fmt.Errorf("meta page 0: %w", err0), nil
+	case a.err == nil:
+	case b.err == nil:
+		a, b = b, a
+	default:
+		return boltMeta{}, nil, fmt.Errorf("both meta pages are invalid (meta 0: %v; meta 1: %v)", err0, err1)
 	}
-	return boltMeta{}, nil, fmt.Errorf("both meta pages are invalid (meta 0: %v; meta 1: %v)", err0, err1)
+	if a.m.pageSize != uint32(ps) {
+		return boltMeta{}, nil, fmt.Errorf("meta page %d (txid %d) says page size %d, but bbolt reads the file in pages of %d bytes", a.n, a.m.txid, a.m.pageSize, ps)
+	}
+	if b.err != nil {
+		otherMeta = fmt.Errorf("meta page %d: %w", b.n, b.err)
+	}
+	return a.m, otherMeta, nil
 }
 
-// metaAt decodes and validates the meta page at byte offset off.
+// metaChoice is meta page n, decoded, and why it is invalid (nil: valid).
+type metaChoice struct {
+	n   int
+	m   boltMeta
+	err error
+}
+
+// pageSizeOf returns the page size bbolt opens the file with (its
+// DB.getPageSize): that of meta 0 if the file's first 4 KiB can be read
+// and meta 0 is valid, else that of the first valid meta at 1 KiB, 2 KiB,
+// ... 16 MiB (offsets more than 1 KiB before the end). It refuses a page
+// size that is not a power of two in [1 KiB, 16 MiB].
+func pageSizeOf(f *os.File, size int64) (int64, error) {
+	const firstRead = 0x1000 // bbolt reads 4 KiB for meta 0
+	why0 := fmt.Errorf("the file is %d bytes, less than its two meta pages", size)
+	if size >= firstRead {
+		m, err := metaAt(f, 0)
+		if err == nil {
+			return sanePageSize(m.pageSize, "meta page 0")
+		}
+		why0 = err
+	}
+	for off := int64(boltMinPageSize); off <= boltMaxPageSize && off < size-boltMinPageSize; off <<= 1 {
+		if m, err := metaAt(f, off); err == nil {
+			return sanePageSize(m.pageSize, fmt.Sprintf("the meta page at byte %d", off))
+		}
+	}
+	if size < firstRead {
+		return 0, why0
+	}
+	return 0, fmt.Errorf("no valid meta page (meta 0: %v; no valid meta 1 at any page size)", why0)
+}
+
+// sanePageSize returns n if it is a page size bbolt can have written.
+func sanePageSize(n uint32, what string) (int64, error) {
+	if n < boltMinPageSize || n > boltMaxPageSize || n&(n-1) != 0 {
+		return 0, fmt.Errorf("%s says page size %d, not a power of two from %d to %d", what, n, boltMinPageSize, boltMaxPageSize)
+	}
+	return int64(n), nil
+}
+
+// metaAt decodes the meta page at byte offset off and checks it as bbolt
+// does (its Meta.Validate): magic, version, checksum. The fields are
+// decoded also when it is invalid.
 func metaAt(f *os.File, off int64) (boltMeta, error) {
 	buf := make([]byte, boltPageHeader+boltMetaSize)
 	if _, err := f.ReadAt(buf, off); err != nil {
@@ -161,8 +203,6 @@ func metaAt(f *os.File, off int64) (boltMeta, error) {
 		return m, fmt.Errorf("bbolt file format version %d, want %d", native.Uint32(b[4:]), boltVersion)
 	case native.Uint64(b[56:]) != h.Sum64():
 		return m, errors.New("checksum mismatch")
-	case m.pageSize < boltMinPageSize || m.pageSize > boltMaxPageSize || m.pageSize&(m.pageSize-1) != 0:
-		return m, fmt.Errorf("page size %d", m.pageSize)
 	}
 	return m, nil
 }

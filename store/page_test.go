@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 
 	"templatefs/store"
 )
@@ -152,5 +155,61 @@ func TestRestoreRefusals(t *testing.T) {
 				t.Errorf("a refused restore left %v", left)
 			}
 		})
+	}
+}
+
+// TestRestoreRefusesArtifactPathInIndex: a backup's store.db whose
+// generation record names an artifact by a path ("../../../escape")
+// instead of a capture file name is refused before anything is written,
+// so a hostile backup cannot make Restore create files outside the store.
+func TestRestoreRefusesArtifactPathInIndex(t *testing.T) {
+	_, st := newStore(t)
+	g := publish(t, st, makeCapture(t, 1<<20, 2))
+	snap, size, err := st.SnapshotIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	data := make([]byte, size)
+	if _, err := snap.ReadAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	index := filepath.Join(t.TempDir(), "store.db")
+	if err := os.WriteFile(index, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(index, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const escape = "../../../escape"
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("generations"))
+		return b.ForEach(func(k, v []byte) error {
+			return b.Put(k, bytes.ReplaceAll(v, []byte(`"state.bin"`), []byte(`"`+escape+`"`)))
+		})
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "restored")
+	open := func(rg store.Generation, a store.Artifact) (*os.File, error) {
+		if a.Name == escape {
+			return st.OpenPayload(g.ID, "state.bin") // the bytes the record's digest names
+		}
+		return st.OpenPayload(g.ID, a.Name)
+	}
+	err = store.Restore(dir, index, open)
+	if !errors.Is(err, store.ErrBackupMismatch) || !strings.Contains(err.Error(), escape) {
+		t.Errorf("Restore = %v, want ErrBackupMismatch naming %q", err, escape)
+	}
+	for _, p := range []string{filepath.Join(parent, "escape"), filepath.Join(filepath.Dir(parent), "escape"), dir} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s exists after the refused restore (%v)", p, err)
+		}
 	}
 }

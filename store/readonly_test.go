@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"templatefs/internal/hostclock"
 	"templatefs/internal/sample"
 	"templatefs/store/manifest"
 	"templatefs/store/templatekey"
@@ -30,7 +31,7 @@ func TestReadOnlyRefusesChanges(t *testing.T) {
 	}
 	capture := filepath.Join(t.TempDir(), "capture")
 	if err := sample.WriteCapture(capture, manifest.SampleOptions{MemorySizeBytes: 1 << 20, StateSizeBytes: 4096, VPCount: 2,
-		CaptureUTC: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), CaptureMonotonicNs: 5e9}, 2); err != nil {
+		CaptureUTC: hostclock.Now().Add(-time.Hour), CaptureMonotonicNs: 5e9}, 2); err != nil {
 		t.Fatal(err)
 	}
 	if st.ReadOnly() != nil {

@@ -49,6 +49,14 @@ func TestInitWithSettings(t *testing.T) {
 	if set, err := st.Settings(); err != nil || set != want {
 		t.Errorf("Settings = %+v, %v; want %+v", set, err, want)
 	}
+	// The settings were set at creation, by the clock that dates it.
+	info, err := st.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := st.SettingsChangedAt(); err != nil || changed.Before(info.CreatedAt) || !info.ChangedAt.Equal(changed) {
+		t.Errorf("SettingsChangedAt = %v, %v; Info.ChangedAt %v; want both at or after the creation %v", changed, err, info.ChangedAt, info.CreatedAt)
+	}
 	bad := filepath.Join(t.TempDir(), "bad")
 	if err := store.InitWithSettings(bad, store.Settings{}); !errors.Is(err, store.ErrInvalidSettings) {
 		t.Errorf("InitWithSettings with a zero window: got %v, want ErrInvalidSettings", err)

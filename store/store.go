@@ -141,7 +141,7 @@ func initStore(dir string, set *Settings) error {
 			}
 		}
 		if set != nil {
-			if err := writeSettings(tx, *set, time.Now()); err != nil {
+			if err := writeSettings(tx, *set, hostclock.Now()); err != nil {
 				return err
 			}
 		}
