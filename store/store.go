@@ -158,7 +158,14 @@ func initStore(dir string, set *Settings) error {
 	if err != nil {
 		return fmt.Errorf("init store %s: %w", dir, err)
 	}
-	return syncDir(dir)
+	// The store's own entries, then its name in the parent: a store that
+	// Init reported made survives power loss whole.
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := syncDir(d); err != nil {
+			return fmt.Errorf("init store %s: %w", dir, err)
+		}
+	}
+	return nil
 }
 
 // Open opens the store in dir for exclusive use by this process. It
