@@ -581,8 +581,8 @@ func TestIndexDamagedWhileOpen(t *testing.T) {
 			if strings.Count(out, "store is read-only from now on") != 1 {
 				t.Errorf("want the read-only line logged once:\n%s", out)
 			}
-			if steps == "truncate-then-read" && (strings.Count(out, "index damage found") != 2 || strings.Count(out, "stack=") != 1) {
-				t.Errorf("two damaged reads: want two damage lines, one of them with the stack:\n%s", out)
+			if steps == "truncate-then-read" && (strings.Count(out, "index damage found") != 3 || strings.Count(out, "stack=") != 1) {
+				t.Errorf("three damaged reads: want a damage line each, only the first with the stack:\n%s", out)
 			}
 		})
 	}
@@ -602,10 +602,14 @@ func TestIndexDamagedWhileOpenRefusedWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps := int64(m.pageSize)
+	// The leases bucket's leaf page that holds clone-150's record, which
+	// the read after the write walks (Info counts the leases). Its name
+	// alone is also a key in generation_leases, which Info does not read:
+	// matching the name only picked either page, by the layout of the run.
 	page := int64(-1)
 	for id := int64(2); id < int64(m.pgid); id++ {
 		p := data[id*ps : (id+1)*ps]
-		if used[id] && native.Uint16(p[8:]) == boltLeafPage && bytes.Contains(p, []byte("clone-150")) {
+		if used[id] && native.Uint16(p[8:]) == boltLeafPage && bytes.Contains(p, []byte(`"clone_id":"clone-150"`)) {
 			page = id
 		}
 	}
