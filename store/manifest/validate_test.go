@@ -10,6 +10,10 @@ import (
 	"time"
 )
 
+// sampleOptions dates its capture on a fixed day on purpose: nothing here
+// meets the real clock. The manifest package reads no clock at all, and
+// every check that needs "now" (ValidateAt, OpenCapture) is given
+// sampleNow below, derived from the same date.
 func sampleOptions(version uint32) SampleOptions {
 	return SampleOptions{
 		Version:            version,
