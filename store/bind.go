@@ -72,6 +72,7 @@ func (s *Store) BindLeaseSeq(cloneID string, seq uint64, pid int) (Lease, error)
 	}
 	failpoint("bind-committed")
 	s.log.Info("lease bound", "clone", cloneID, "seq", lease.Seq, "process", id.String())
+	s.emit(Event{Kind: EventLeaseBound, Generation: lease.Generation, KeyID: lease.KeyID, CloneID: cloneID, LeaseSeq: lease.Seq, PID: id.PID})
 	return lease, nil
 }
 

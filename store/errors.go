@@ -7,6 +7,8 @@ var (
 	// ErrStoreInUse is returned by Open when another process holds the
 	// store's lock; the message names that process's pid.
 	ErrStoreInUse = errors.New("store is in use")
+	// ErrClosed: the store, or an event stream of it, was closed.
+	ErrClosed = errors.New("store is closed")
 	// ErrNotStore is returned by Open when the directory has no index.
 	ErrNotStore = errors.New("not a templatefs store")
 	// ErrSchemaUnknown is returned by Open when the index carries no schema

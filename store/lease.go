@@ -71,6 +71,7 @@ func (s *Store) acquireLease(gen GenerationID, cloneID string, update func(func(
 	}
 	failpoint("lease-committed")
 	s.log.Info("lease acquired", "clone", cloneID, "generation", gen.String(), "seq", lease.Seq)
+	s.emit(Event{Kind: EventLeaseCreated, Generation: gen, KeyID: lease.KeyID, CloneID: cloneID, LeaseSeq: lease.Seq})
 	return lease, true, nil
 }
 
@@ -118,6 +119,7 @@ func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 	if released {
 		failpoint("release-committed")
 		s.log.Info("lease released", "clone", cloneID, "seq", lease.Seq, "state", Reserved)
+		s.emit(Event{Kind: EventLeaseCancelled, Generation: lease.Generation, KeyID: lease.KeyID, CloneID: cloneID, LeaseSeq: lease.Seq})
 		s.afterLeaseRemoved(lease.Generation)
 		return nil
 	}
@@ -134,6 +136,7 @@ func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 		}
 		failpoint("release-committed")
 		s.log.Info("lease released", "clone", cloneID, "seq", lease.Seq, "verdict", verdict.String(), "process", lease.Process.String())
+		s.emit(Event{Kind: EventLeaseSettled, Generation: lease.Generation, KeyID: lease.KeyID, CloneID: cloneID, LeaseSeq: lease.Seq, PID: lease.Process.PID})
 		s.afterLeaseRemoved(lease.Generation)
 		return nil
 	}
@@ -196,6 +199,7 @@ func (s *Store) Tombstone(gen GenerationID, uid uint32) (Generation, error) {
 	if changed {
 		failpoint("tombstone-committed")
 		s.log.Info("generation tombstoned", "generation", gen.String(), "uid", uid)
+		s.emit(Event{Kind: EventTombstoned, Generation: gen, KeyID: g.KeyID})
 	}
 	return g, err
 }

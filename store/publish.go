@@ -193,6 +193,7 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, duplicate b
 		return Generation{}, false, fmt.Errorf("publish %s: commit generation %s: %w", captureDir, id, err)
 	}
 	s.log.Info("published generation", "generation", id.String(), "key", keyID, "capture", captureDir)
+	s.emit(Event{Kind: EventPublished, Generation: id, KeyID: keyID})
 	return g, true, nil
 }
 

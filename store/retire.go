@@ -41,6 +41,7 @@ func (s *Store) Lift(gen GenerationID) (Generation, error) {
 	if changed {
 		failpoint("lift-committed")
 		s.log.Info("tombstone lifted", "generation", gen.String())
+		s.emit(Event{Kind: EventLifted, Generation: gen, KeyID: g.KeyID})
 	}
 	return g, err
 }
@@ -75,6 +76,7 @@ func (s *Store) Retire(gen GenerationID, uid uint32) (Generation, error) {
 	if changed {
 		failpoint("retire-intent-committed")
 		s.log.Info("generation retiring", "generation", gen.String(), "uid", uid)
+		s.emit(Event{Kind: EventRetirementStarted, Generation: gen, KeyID: g.KeyID})
 	}
 	s.afterLeaseRemoved(gen)
 	return g, nil
@@ -115,6 +117,7 @@ func (s *Store) finishRetirement(gen GenerationID) error {
 	}
 	failpoint("retire-record-deleted")
 	s.log.Info("generation retired", "generation", gen.String())
+	s.emit(Event{Kind: EventRetirementFinished, Generation: gen})
 	if err := s.readOnlyAfterSync(s.removePayload(gen.String())); err != nil {
 		return fmt.Errorf("retire %s: %w", gen, err)
 	}

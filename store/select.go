@@ -116,6 +116,7 @@ func (s *Store) AcquireLeaseByKey(keyID, cloneID string) (lease Lease, created b
 	}
 	failpoint("lease-committed")
 	s.log.Info("lease acquired", "clone", cloneID, "key", keyID, "generation", lease.Generation.String(), "seq", lease.Seq)
+	s.emit(Event{Kind: EventLeaseCreated, Generation: lease.Generation, KeyID: keyID, CloneID: cloneID, LeaseSeq: lease.Seq})
 	return lease, true, nil
 }
 

@@ -72,6 +72,7 @@ func (s *Store) SetSettings(set Settings) error {
 	failpoint("settings-committed")
 	s.log.Info("settings changed", "restore_window", set.RestoreWindow.String(),
 		"refuse_reboot", set.RefuseReboot, "refuse_other_host", set.RefuseOtherHost)
+	s.emit(Event{Kind: EventSettings})
 	return nil
 }
 

@@ -79,6 +79,9 @@ type Store struct {
 
 	// readOnly is set once, by setReadOnly (readonly.go).
 	readOnly atomic.Pointer[readOnlyError]
+
+	// events fans state changes out to subscribers (events.go).
+	events events
 }
 
 // Init creates a new, empty store in dir: the directory itself (mode 0700)
@@ -412,6 +415,7 @@ func payloadAhead(bad []string) error {
 
 // Close releases the index and the lock. The Store must not be used after.
 func (s *Store) Close() error {
+	s.events.closeAll()
 	var err error
 	if s.db != nil {
 		err = s.db.Close()
