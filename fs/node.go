@@ -207,6 +207,9 @@ func (n *node) handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errn
 		// through: each open has its own snapshot.
 		return &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.Snapshot)}, direct, 0
 	}
+	if h.Events != nil {
+		return &eventsFile{ev: h.Events}, eventsOpenFlags, 0
+	}
 	if h.Commands != nil {
 		return &commandFile{textFile: textFile{data: h.Data}, n: n, cmd: h.Commands}, fuse.FOPEN_DIRECT_IO, 0
 	}

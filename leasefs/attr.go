@@ -70,6 +70,8 @@ func (f *FS) Attr(n Node) (Attr, error) {
 		a.Mode, a.Nlink = modeLeasesDir, 2
 	case KindIndexFile:
 		return f.indexAttr(a)
+	case KindEventsFile:
+		a.Mode = modeText // size 0: a stream, read with direct I/O
 	case KindStoreFile:
 		var changed time.Time
 		var err error

@@ -1,6 +1,7 @@
 package leasefs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -35,12 +36,13 @@ const (
 	EIO
 	ENOSPC
 	EOPNOTSUPP
+	EINTR
 )
 
 var errnoNames = [...]string{
 	OK: "OK", ENOENT: "ENOENT", EEXIST: "EEXIST", EPERM: "EPERM", EACCES: "EACCES", EINVAL: "EINVAL", EBUSY: "EBUSY",
 	EROFS: "EROFS", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EOVERFLOW: "EOVERFLOW", ESRCH: "ESRCH", ETIMEDOUT: "ETIMEDOUT", EIO: "EIO",
-	ENOSPC: "ENOSPC", EOPNOTSUPP: "EOPNOTSUPP",
+	ENOSPC: "ENOSPC", EOPNOTSUPP: "EOPNOTSUPP", EINTR: "EINTR",
 }
 
 // errnoDocs says what each Errno means on the mount.
@@ -61,6 +63,7 @@ var errnoDocs = [...]string{
 	EIO:        "store I/O failed or the index is damaged (including a malformed settings row; damage found while mounted also makes the store read-only); an error without a row in the table is logged with its whole chain",
 	ENOSPC:     "the store's file system is full: the change was not made",
 	EOPNOTSUPP: "the tree has no such operation for any file: fallocate(2) of a lease or ctl file",
+	EINTR:      "a read of `events` was interrupted by a signal while it waited for an event; nothing was lost",
 }
 
 // String returns the errno's name, e.g. "EROFS".
@@ -137,6 +140,7 @@ var errnoTable = []ErrnoRow{
 	{ErrIsDir, "leasefs.ErrIsDir", EISDIR, "open of a directory as a file"},
 	{ErrNotSupported, "leasefs.ErrNotSupported", EOPNOTSUPP, "fallocate(2) of a lease or ctl file: they take commands, not data"},
 	{ErrInoOverflow, "leasefs.ErrInoOverflow", EOVERFLOW, "generation ID or sequence number above 2^56-1 has no inode number"},
+	{context.Canceled, "context.Canceled", EINTR, "a read of `events` waiting for an event was interrupted (FUSE INTERRUPT: the reader got a signal); the next read returns what came meanwhile"},
 	{fs.ErrInvalid, "fs.ErrInvalid", EINVAL, "a path given to Walk is not an io/fs path"},
 	{syscall.ENOSPC, "syscall.ENOSPC", ENOSPC, "a lease, bind, release, tombstone, lift or retirement found the store's file system full (a payload write or an index commit); nothing changed. A failed index commit also makes the store read-only"},
 	{syscall.EIO, "syscall.EIO", EIO, "a payload write, fsync or index commit of the store failed with an I/O error; nothing changed. A failed fsync or commit also makes the store read-only (`store` shows the reason) until the daemon restarts"},

@@ -1,6 +1,7 @@
 package leasefs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -40,6 +41,10 @@ type FS struct {
 	created  time.Time // store creation: the times of the fixed nodes
 	killWait time.Duration
 	refusals refusals
+	// eventsCtx is done once EndEvents is called: every events reader
+	// then ends (events.go).
+	eventsCtx context.Context
+	endEvents context.CancelFunc
 }
 
 // New returns the namespace of st. Files are owned by the store owner
@@ -52,6 +57,7 @@ func New(st *store.Store, opts Options) (*FS, error) {
 	}
 	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: created, killWait: opts.KillWait}
 	f.owners = []uint32{f.uid, 0}
+	f.eventsCtx, f.endEvents = context.WithCancel(context.Background())
 	if f.killWait <= 0 {
 		f.killWait = DefaultKillWait
 	}
@@ -75,6 +81,7 @@ var (
 	}{
 		{"store", KindStoreFile},
 		{IndexFileName, KindIndexFile},
+		{EventsFileName, KindEventsFile},
 		{"keys", KindKeysDir},
 		{"generations", KindGenerationsDir},
 		{"leases", KindLeasesDir},

@@ -32,6 +32,7 @@ const (
 	KindKeyLeasesDir                        // keys/<key-id>/leases/
 	KindCtlFile                             // <gen>/ctl
 	KindIndexFile                           // store.db
+	KindEventsFile                          // events
 )
 
 var kindNames = [...]string{
@@ -55,6 +56,7 @@ var kindNames = [...]string{
 	KindKeyLeasesDir:        "key leases directory",
 	KindCtlFile:             "ctl file",
 	KindIndexFile:           "index snapshot file",
+	KindEventsFile:          "events file",
 }
 
 // String names the kind, e.g. "payload file".
@@ -116,6 +118,7 @@ const (
 	InoTombstones  = 6
 	InoRetiring    = 7
 	InoIndex       = 8
+	InoEvents      = 9
 )
 
 // inoClass is the class byte of each kind with a per-object number.
@@ -184,7 +187,7 @@ func (n Node) Immutable() bool {
 }
 
 // Ino returns the node's inode number, stable across unmounts and daemon
-// restarts: the fixed numbers InoRoot..InoRetiring, else
+// restarts: the fixed numbers InoRoot..InoEvents, else
 // class<<56 | object number with the classes of the package doc.
 func (n Node) Ino() uint64 {
 	switch n.kind {
@@ -204,6 +207,8 @@ func (n Node) Ino() uint64 {
 		return InoRetiring
 	case KindIndexFile:
 		return InoIndex
+	case KindEventsFile:
+		return InoEvents
 	}
 	class := inoClass[n.kind]
 	if n.kind == KindPayloadFile {

@@ -14,7 +14,8 @@ type OpenFlags struct {
 	Truncate bool // O_TRUNC
 }
 
-// Handle is an open file. Exactly one of Data, File and Snapshot is set.
+// Handle is an open file. Exactly one of Data, File, Snapshot and Events
+// is set.
 type Handle struct {
 	// Data is the content of a text, lease or ctl file, rendered at open:
 	// the handle keeps reading this snapshot, so adapters serve it without
@@ -29,6 +30,10 @@ type Handle struct {
 	// must close it. Each open sees its own snapshot, so adapters serve it
 	// without the page cache (direct I/O).
 	Snapshot *os.File
+	// Events is an open of the events file: a stream with no offsets and
+	// no size, which adapters serve with direct I/O, reading in order
+	// (Events.Read blocks). The caller must Close it at release.
+	Events *Events
 	// Commands is set on an open of a lease or ctl file for writing: the
 	// handle's command stream. Adapters pass it every write(2) and call
 	// its Flush at each close (FLUSH) and at RELEASE.
@@ -76,6 +81,8 @@ func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 			return Handle{}, err
 		}
 		return Handle{Snapshot: file}, nil
+	case n.kind == KindEventsFile:
+		return Handle{Events: f.openEvents()}, nil
 	}
 	data, err := f.content(n)
 	if err != nil {

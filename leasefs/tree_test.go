@@ -38,6 +38,7 @@ func TestLookup(t *testing.T) {
 		{"generations/g000001/leases/c1", KindLeaseFile, OK},
 		{"leases", KindLeasesDir, OK},
 		{"store.db", KindIndexFile, OK},
+		{"events", KindEventsFile, OK},
 		{"leases/c1", KindLeaseFile, OK},
 		{"leases/c2", KindLeaseFile, OK},
 		{"tombstones", KindTombstonesDir, OK},
@@ -150,7 +151,7 @@ func TestTreeConsistency(t *testing.T) {
 	}
 	key := "keys/" + fx.gens[1].KeyID
 	want := slices.Concat(
-		[]string{".", "generations", "keys", key, key + "/generations", key + "/key", key + "/leases", key + "/leases/c1", key + "/leases/c2", key + "/leases/c5",
+		[]string{".", "events", "generations", "keys", key, key + "/generations", key + "/key", key + "/leases", key + "/leases/c1", key + "/leases/c2", key + "/leases/c5",
 			"leases", "leases/c1", "leases/c2", "leases/c5", "retiring", "store", "store.db", "tombstones"},
 		gen("generations", "g000001", "c1"), gen("generations", "g000003"), gen("generations", "g000004"),
 		gen("tombstones", "g000002", "c2"), gen("retiring", "g000005", "c5"),
@@ -193,6 +194,7 @@ func TestInoEncoding(t *testing.T) {
 		{".", InoRoot},
 		{"store", InoStore},
 		{"store.db", InoIndex},
+		{"events", InoEvents},
 		{"keys", InoKeys},
 		{"generations", InoGenerations},
 		{"leases", InoLeases},

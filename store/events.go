@@ -45,9 +45,10 @@ const EventBuffer = 4096
 
 // events fans emitted events out to subscribers. Emitting never blocks.
 type events struct {
-	mu   sync.Mutex
-	seq  uint64
-	subs map[*EventStream]struct{}
+	mu     sync.Mutex
+	seq    uint64
+	subs   map[*EventStream]struct{}
+	closed bool // the store is closed: new streams start closed
 }
 
 // EventStream is one subscriber's view of the store's events from the
@@ -75,12 +76,16 @@ func (s *Store) emit(e Event) {
 }
 
 // Subscribe returns a stream of every event emitted from now on. The
-// caller must Close it.
+// caller must Close it. On a closed store the stream is already closed.
 func (s *Store) Subscribe() *EventStream {
 	ev := &s.events
 	sub := &EventStream{owner: ev, wake: make(chan struct{}, 1)}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
+	if ev.closed {
+		sub.closed = true
+		return sub
+	}
 	if ev.subs == nil {
 		ev.subs = map[*EventStream]struct{}{}
 	}
@@ -132,7 +137,7 @@ func (sub *EventStream) Next(ctx context.Context) (evs []Event, missed uint64, e
 func (ev *events) closeAll() {
 	ev.mu.Lock()
 	subs := ev.subs
-	ev.subs = nil
+	ev.subs, ev.closed = nil, true
 	ev.mu.Unlock()
 	for sub := range subs {
 		sub.Close()

@@ -255,11 +255,15 @@ func (h *handle) file() *os.File {
 }
 
 // Read serves a payload from its backing file, store.db from its index
-// snapshot and a text from the rendering taken at open.
+// snapshot, the events file from its stream (readEvents: it blocks) and a
+// text from the rendering taken at open.
 func (f *fileSystem) Read(p string, buff []byte, ofst int64, fh uint64) int {
 	h, ok := f.get(fh)
 	if !ok {
 		return -fuse.EBADF
+	}
+	if h.h.Events != nil {
+		return readEvents(h.h.Events, buff)
 	}
 	if file := h.file(); file != nil {
 		n, err := file.ReadAt(buff, ofst)
@@ -306,7 +310,8 @@ func (f *fileSystem) Flush(p string, fh uint64) int {
 func (f *fileSystem) Fsync(p string, datasync bool, fh uint64) int { return 0 }
 
 // Release runs what no Flush ran (its error reaches no one and is only
-// logged), closes the handle's file, if any, and forgets the handle.
+// logged), closes the handle's file or events stream, if any, and forgets
+// the handle.
 func (f *fileSystem) Release(p string, fh uint64) int {
 	f.mu.Lock()
 	h, ok := f.handles[fh]
@@ -316,6 +321,8 @@ func (f *fileSystem) Release(p string, fh uint64) int {
 	case !ok:
 	case h.h.Commands != nil:
 		f.refuse("release", p, h.h.Commands.Flush())
+	case h.h.Events != nil:
+		h.h.Events.Close()
 	case h.file() != nil:
 		h.file().Close()
 	}

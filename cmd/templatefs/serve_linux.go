@@ -59,6 +59,7 @@ func serve(lfs *leasefs.FS, mnt string, cfg mountConfig, ready func()) error {
 		slog.Info("mount ended by an external unmount", "mountpoint", mnt)
 		return nil
 	case s := <-sig:
+		lfs.EndEvents() // a reader blocked on MNT/events gets EOF and lets the mount go
 		unmount(srv, mnt, s)
 	}
 	<-done
