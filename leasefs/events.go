@@ -12,7 +12,10 @@ import (
 
 // EventsFileName is the root file that streams the store's state changes
 // (project issue 9, §5): each open reads, as JSON lines, every event the
-// store emits from the moment of the open (store.Store.Subscribe).
+// store emits from the moment of the open (store.Store.Subscribe). Its
+// reads block, so the root does not list it: tools that walk the tree
+// (find, cp -a, tar, rsync, restic) never open it, and a backup of the
+// mount never hangs on it. Lookup finds it by name.
 const EventsFileName = "events"
 
 // Events is one open of the events file: its own subscription to the

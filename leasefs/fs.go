@@ -81,7 +81,6 @@ var (
 	}{
 		{"store", KindStoreFile},
 		{IndexFileName, KindIndexFile},
-		{EventsFileName, KindEventsFile},
 		{"keys", KindKeysDir},
 		{"generations", KindGenerationsDir},
 		{"leases", KindLeasesDir},
@@ -129,6 +128,9 @@ func (f *FS) Lookup(dir Node, name string) (Node, error) {
 			if e.name == name {
 				return fixedNode(e.kind), nil
 			}
+		}
+		if name == EventsFileName { // found by name only: see EventsFileName
+			return fixedNode(KindEventsFile), nil
 		}
 	case KindKeysDir:
 		if store.ValidateKeyID(name) != nil {
@@ -240,7 +242,7 @@ func payloadNode(g store.GenerationID, name string) (Node, error) {
 }
 
 // ReadDir lists directory dir in a deterministic order: fixed entries in
-// the order of the package doc, keys by key ID, generations by ID, leases
+// the order of the package doc (the root does not list EventsFileName), keys by key ID, generations by ID, leases
 // by clone ID, payload files in publication order. A key's leases
 // directory lists the leases on any generation of that key. Errors: ErrNotDir,
 // store.ErrNotFound when dir no longer exists, or the store's error.
