@@ -164,6 +164,7 @@ var otherErrnos = []OtherErrno{
 	{"EACCES", "kernel", "mmap(2) of a descriptor not open for reading; a writable shared mapping of a payload (payloads open read-only)"},
 	{"ENOTTY", "kernel", "ioctl(2) on any file of the mount, for example FS_IOC_GETFLAGS as lsattr asks: the tree has no ioctls"},
 	{"EXDEV", "kernel", "copy_file_range(2) between the mount and another filesystem; cp and rsync fall back to read and write"},
+	{"ESPIPE", "kernel", "lseek(2), pread(2) or pwrite(2) of `events`: a stream, opened without offsets"},
 	{"EOPNOTSUPP", "kernel", "open(2) with O_TMPFILE; on cgofuse, fallocate(2) (libfuse has no fallocate callback: the kernel answers for it)"},
 	{"ENODATA", "adapter", "getxattr(2) of a name the node does not have: payloads have only `" + XattrSHA256 + "` and `" + XattrGeneration + "`, other nodes none"},
 	{"ERANGE", "adapter", "getxattr(2) or listxattr(2) with a buffer too small for the value"},

@@ -98,6 +98,10 @@ func testErrnos(t *testing.T, b Backend) {
 			_, err := unix.CopyFileRange(fd, nil, int(other.Fd()), nil, 4096, 0)
 			return err
 		}),
+		"ESPIPE": withFd("events", unix.O_RDONLY, func(fd int) error {
+			_, err := unix.Seek(fd, 0, unix.SEEK_SET)
+			return err
+		}),
 		"EOPNOTSUPP": func() error {
 			fd, err := unix.Open(e.path("leases"), unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 			if err == nil {

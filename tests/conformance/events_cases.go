@@ -173,6 +173,13 @@ func testEvents(t *testing.T, b Backend) {
 	if st := e.lstat("events"); st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size != 0 {
 		t.Errorf("stat events: mode %o size %d", st.Mode, st.Size)
 	}
+	if f, err := os.Open(events); err != nil {
+		t.Fatal(err)
+	} else {
+		_, err := f.ReadAt(make([]byte, 10), 0)
+		wantErrno(t, "pread of events", err, syscall.ESPIPE)
+		f.Close()
+	}
 	first, second := StartEventsReader(t, events), StartEventsReader(t, events)
 
 	sleep := harness.Sleeper(t)
