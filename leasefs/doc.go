@@ -11,6 +11,7 @@
 //	/                                   dir  0555  ino 1
 //	  store                             file 0444  ino 2       store ID, schema, counts
 //	  store.db                          file 0444  ino 8       snapshot of the bbolt index, taken at open
+//	  events                            file 0444  ino 9       state changes, a JSON line each, a stream per open; not listed
 //	  keys/                             dir  0555  ino 3
 //	    <key-id>/                       dir  0555  class 0x01  | KeyRecord.Seq
 //	      key                           file 0444  class 0x02  | KeyRecord.Seq   canonical key text

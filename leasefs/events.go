@@ -99,6 +99,9 @@ func (e *Events) Read(ctx context.Context, p []byte) (int, error) {
 
 // wait blocks for the next batch of events.
 func (e *Events) wait(ctx context.Context) error {
+	if e.ended.Err() != nil {
+		return io.EOF // even if more came: the stream ended
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(e.ended, cancel)()

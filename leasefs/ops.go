@@ -52,8 +52,9 @@ func (n Node) isLeaseNode() bool {
 	return n.isWritable() || n.kind == KindGenerationLeasesDir || n.kind == KindLeasesDir || n.kind == KindKeyLeasesDir
 }
 
-// Open opens file node n for c. Payload files and text files open
-// read-only: a write or truncating open is ErrReadOnly. Lease and ctl
+// Open opens file node n for c. Payload files, text files and the
+// events file (a new subscription, Handle.Events) open read-only: a write
+// or truncating open is ErrReadOnly. Lease and ctl
 // files open for writing, O_TRUNC included (`echo pid 123 > file` opens
 // O_WRONLY|O_TRUNC; truncating them is a no-op), but only for the store
 // owner and root (ErrAccess). Errors also: ErrIsDir, store.ErrNotFound
