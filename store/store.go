@@ -82,6 +82,9 @@ type Store struct {
 
 	// events fans state changes out to subscribers (events.go).
 	events events
+
+	// exits is the running exit tracking, nil when none (exits.go).
+	exits atomic.Pointer[exitTracker]
 }
 
 // Init creates a new, empty store in dir: the directory itself (mode 0700)
@@ -415,6 +418,9 @@ func payloadAhead(bad []string) error {
 
 // Close releases the index and the lock. The Store must not be used after.
 func (s *Store) Close() error {
+	if t := s.exits.Swap(nil); t != nil {
+		t.stop()
+	}
 	s.events.closeAll()
 	var err error
 	if s.db != nil {

@@ -44,6 +44,7 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	defer st.TrackExits()() // leases follow their processes; stopped before Close
 	if err := checkMountpoint(pos[1], st.Dir()); err != nil {
 		return err
 	}
