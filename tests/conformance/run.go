@@ -33,6 +33,7 @@ var cases = []struct {
 	{"Lift", testLift},
 	{"KeyLeases", testKeyLeases},
 	{"OtherUser", testOtherUser},
+	{"ExitTracking", testExitTracking},
 }
 
 // Run runs every case against b, each as a subtest with its own store
