@@ -108,9 +108,10 @@ func (f exitFinding) exited() bool {
 // logged, not returned: an exit that could not be recorded (the store
 // went read-only) is recorded by the next start, or settled by rm.
 //
-// stop closes every handle, waits for a recording in progress and is
-// idempotent; call it before Close (Close also stops tracking). With
-// Processes that cannot watch (test fixtures), only the first look runs.
+// Call it once per Store. stop closes every handle, waits for a
+// recording in progress and is idempotent; call it before Close (Close
+// also stops tracking). With Processes that cannot watch (test
+// fixtures), only the first look runs.
 func (s *Store) TrackExits() (stop func()) {
 	var t *exitTracker
 	if w, ok := s.procs.(exitWaiter); ok {
@@ -257,7 +258,10 @@ func (s *Store) recordExits(found []exitFinding) error {
 
 // watchExit adds the lease of cloneID with sequence number seq to exit
 // tracking, if tracking runs and the lease is tracked. An exit found on
-// the way is recorded at once. BindLease calls it after every bind.
+// the way is recorded at once; a process that cannot be watched is
+// logged, and its lease left as it is (the next start records why).
+// BindLease calls it after every bind, KillLease after a kill that left
+// the lease.
 func (s *Store) watchExit(cloneID string, seq uint64) {
 	t := s.exits.Load()
 	if t == nil {
@@ -271,10 +275,13 @@ func (s *Store) watchExit(cloneID string, seq uint64) {
 	if errors.Is(err, errTrackerStopped) {
 		return
 	}
-	if f := finding(l, verdict, err); f.exited() || f.checkErr != l.CheckError {
+	switch f := finding(l, verdict, err); {
+	case f.exited():
 		if err := s.recordExits([]exitFinding{f}); err != nil {
 			s.log.Error("exit not recorded; the next start records it, or rm settles the lease", "clone", cloneID, "err", err)
 		}
+	case f.checkErr != "":
+		s.log.Warn("lease process not watched; its exit is found by the next start or by rm", "clone", cloneID, "seq", seq, "reason", f.checkErr)
 	}
 }
 

@@ -38,7 +38,8 @@ type Options struct {
 	Now func() time.Time
 	// Processes identifies, checks and kills the processes leases are
 	// bound to; nil means the host's (pidfds on Linux). Tests inject
-	// outcomes that real processes cannot produce.
+	// outcomes that real processes cannot produce. Exit tracking watches
+	// processes only through the host's (TrackExits).
 	Processes Processes
 	// Host reads the host identity and clocks that eligibility depends
 	// on; nil means this host (ReadHostFacts). Tests pass fixtures.
