@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -136,44 +138,74 @@ func (s *Store) TrackExits() (stop func()) {
 	}
 }
 
-// reconcilePage is how many leases reconcileExits reads per transaction.
-const reconcilePage = 1024
-
 // reconcileExits looks at the process of every tracked lease, watching
 // the live ones with t (nil: checking them only), and records what it
 // found (recordExits).
 func (s *Store) reconcileExits(t *exitTracker) error {
+	leases, err := s.trackedLeases()
+	if err != nil {
+		return err
+	}
 	var found []exitFinding
-	for after := ""; ; {
-		page, err := s.LeasesAfter(after, reconcilePage)
-		if err != nil {
-			return err
+	for _, l := range leases {
+		var verdict ExitVerdict
+		if t != nil {
+			verdict, err = t.watch(l)
+		} else {
+			verdict, err = s.procs.Check(*l.Process)
 		}
-		if len(page) == 0 {
-			break
+		if errors.Is(err, errTrackerStopped) {
+			return nil
 		}
-		after = page[len(page)-1].CloneID
-		for _, l := range page {
-			if !tracked(l) {
-				continue
-			}
-			var verdict ExitVerdict
-			if t != nil {
-				verdict, err = t.watch(l)
-			} else {
-				verdict, err = s.procs.Check(*l.Process)
-			}
-			if errors.Is(err, errTrackerStopped) {
-				return nil
-			}
-			f := finding(l, verdict, err)
-			if !f.exited() && f.checkErr == l.CheckError {
-				continue // alive, or as uninspectable as recorded
-			}
-			found = append(found, f)
+		f := finding(l, verdict, err)
+		if !f.exited() && f.checkErr == l.CheckError {
+			continue // alive, or as uninspectable as recorded
 		}
+		found = append(found, f)
 	}
 	return s.recordExits(found)
+}
+
+// trackedLeases returns every tracked lease, in one read transaction.
+// Most leases of a large store are reserved, so a row is decoded only if
+// its state (leaseRowState) is a tracked one: at 1,000,000 leases this
+// walk costs a fraction of decoding every row.
+func (s *Store) trackedLeases() ([]Lease, error) {
+	var out []Lease
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketLeases).ForEach(func(k, v []byte) error {
+			if state, ok := leaseRowState(v); ok && state != Bound && state != Releasing && state != TeardownFailed {
+				return nil
+			}
+			var l Lease
+			if err := json.Unmarshal(v, &l); err != nil {
+				return fmt.Errorf("decode lease row %q: %w", k, err)
+			}
+			if tracked(l) {
+				out = append(out, l)
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// stateKey is how json.Marshal writes a Lease's state key.
+var stateKey = []byte(`"state":"`)
+
+// leaseRowState reads the state from a lease row as json.Marshal wrote
+// it, without decoding the row: the text after the first `"state":"` up
+// to the next quote. That is the state key's value, because a Lease has
+// one key of that name (its Process has none) and json.Marshal escapes
+// every quote inside a string, so no string can hold the key's text.
+// ok is false if the row does not have that shape.
+func leaseRowState(row []byte) (state LeaseState, ok bool) {
+	_, rest, found := bytes.Cut(row, stateKey)
+	value, _, closed := bytes.Cut(rest, []byte(`"`))
+	if !found || !closed {
+		return "", false
+	}
+	return LeaseState(value), true
 }
 
 // finding is the exitFinding of a look at l's process that gave verdict
