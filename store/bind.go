@@ -73,11 +73,12 @@ func (s *Store) BindLeaseSeq(cloneID string, seq uint64, pid int) (Lease, error)
 	failpoint("bind-committed")
 	s.log.Info("lease bound", "clone", cloneID, "seq", lease.Seq, "process", id.String())
 	s.emit(Event{Kind: EventLeaseBound, Generation: lease.Generation, KeyID: lease.KeyID, CloneID: cloneID, LeaseSeq: lease.Seq, PID: id.PID})
+	s.watchExit(cloneID, lease.Seq)
 	return lease, nil
 }
 
 // KillLease asks for a forced teardown of cloneID's clone. For a Reserved
-// lease it is ReleaseLease. Otherwise it sends SIGKILL to the bound
+// or Exited lease it is ReleaseLease. Otherwise it sends SIGKILL to the bound
 // process (through a pidfd, only after verifying the identity), waits up
 // to wait for it to exit (zero checks once), and then releases as
 // ReleaseLease does. If the process survives the wait or cannot be
@@ -85,7 +86,9 @@ func (s *Store) BindLeaseSeq(cloneID string, seq uint64, pid int) (Lease, error)
 // returns ErrTeardownFailed; a later release or KillLease verifies again.
 // Other errors: ErrInvalidID, ErrNotFound, ErrProcessUninspectable (the
 // identity could not be verified, so nothing was signalled; the lease is
-// unchanged), and ReleaseLease's.
+// unchanged), and ReleaseLease's. The exit the kill causes is settled by
+// the release, not recorded by exit tracking (TrackExits): the lease
+// leaves the watch set during the kill and rejoins it if it stays.
 func (s *Store) KillLease(cloneID string, wait time.Duration) error {
 	return s.KillLeaseSeq(cloneID, 0, wait)
 }
@@ -94,7 +97,7 @@ func (s *Store) KillLease(cloneID string, wait time.Duration) error {
 // seq (zero: whichever lease cloneID holds); a lease of the clone with
 // another sequence number is left alone and ErrNotFound returned, so a
 // stale handle never tears down a newer clone.
-func (s *Store) KillLeaseSeq(cloneID string, seq uint64, wait time.Duration) error {
+func (s *Store) KillLeaseSeq(cloneID string, seq uint64, wait time.Duration) (err error) {
 	if err := s.ReadOnly(); err != nil { // the kill could not be recorded
 		return fmt.Errorf("kill lease %q: %w", cloneID, err)
 	}
@@ -105,12 +108,18 @@ func (s *Store) KillLeaseSeq(cloneID string, seq uint64, wait time.Duration) err
 	if seq != 0 && lease.Seq != seq {
 		return fmt.Errorf("kill lease %q: it has sequence %d, not %d (released and acquired again): %w", cloneID, lease.Seq, seq, ErrNotFound)
 	}
-	if lease.State == Reserved {
+	if lease.State == Reserved || lease.State == Exited {
 		return s.ReleaseLeaseSeq(cloneID, lease.Seq)
 	}
 	if lease.Process == nil {
 		return fmt.Errorf("kill lease %q: state %s without a process record", cloneID, lease.State)
 	}
+	s.unwatchExit(cloneID, lease.Seq)
+	defer func() {
+		if err != nil {
+			s.watchExit(cloneID, lease.Seq)
+		}
+	}()
 	exited, err := s.procs.Kill(*lease.Process, wait)
 	if errors.Is(err, ErrProcessUninspectable) {
 		return fmt.Errorf("kill lease %q: %w", cloneID, err)
@@ -130,8 +139,8 @@ func (s *Store) KillLeaseSeq(cloneID string, seq uint64, wait time.Duration) err
 	return fmt.Errorf("kill lease %q: %w: %w", cloneID, ErrTeardownFailed, cause)
 }
 
-// beginRelease is ReleaseLease's first transaction. A Reserved lease is
-// deleted there (released is true). Any other is durably marked Releasing
+// beginRelease is ReleaseLease's first transaction. A Reserved or Exited
+// lease is deleted there (released is true; lease.State says which). Any other is durably marked Releasing
 // before its process is checked; prior is the state to restore if the
 // check keeps the lease (Releasing itself restores to Bound).
 func (s *Store) beginRelease(cloneID string, seq uint64) (lease Lease, prior LeaseState, released bool, err error) {
@@ -149,6 +158,10 @@ func (s *Store) beginRelease(cloneID string, seq uint64) (lease Lease, prior Lea
 		}
 		if lease.Process == nil {
 			return fmt.Errorf("lease %q: state %s without a process record", cloneID, lease.State)
+		}
+		if lease.State == Exited {
+			released = true
+			return s.deleteLeaseRecord(tx, lease)
 		}
 		prior = lease.State
 		if prior == Releasing {
@@ -188,8 +201,9 @@ func (s *Store) finishRelease(checked Lease) error {
 }
 
 // casLeaseState writes state and UpdatedAt into the lease of
-// which.CloneID if it is still the same lease (same Seq), is not Reserved
-// and, when from is not empty, is in state from. Otherwise a concurrent
+// which.CloneID if it is still the same lease (same Seq), is neither
+// Reserved nor Exited (its process has exited: that is final) and, when
+// from is not empty, is in state from. Otherwise a concurrent
 // release, kill or rebind changed it, and it is left alone.
 func (s *Store) casLeaseState(which Lease, from, state LeaseState) error {
 	err := s.update(faultLeaseState, func(tx *bolt.Tx) error {
@@ -200,7 +214,7 @@ func (s *Store) casLeaseState(which Lease, from, state LeaseState) error {
 		if err != nil {
 			return err
 		}
-		if lease.Seq != which.Seq || lease.State == Reserved || lease.State == state || from != "" && lease.State != from {
+		if lease.Seq != which.Seq || lease.State == Reserved || lease.State == Exited || lease.State == state || from != "" && lease.State != from {
 			return errUnchanged
 		}
 		lease.State, lease.UpdatedAt = state, s.now().UTC()

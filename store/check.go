@@ -25,7 +25,7 @@ type CheckOptions struct {
 // Kinds of Problem.
 const (
 	ProblemIndex              = "index"                    // bbolt page-level inconsistency (bbolt Tx.Check) or an undecodable or misfiled record
-	ProblemLeaseGeneration    = "lease-without-generation" // a lease names a generation that does not exist (retired or never published)
+	ProblemLeaseGeneration    = "lease-without-generation" // a lease names a generation that does not exist (retired or never published); an exited lease may outlive its retired generation
 	ProblemLeaseIndexMissing  = "lease-index-missing"      // a lease is not listed in generation_leases under its generation
 	ProblemLeaseIndexStale    = "lease-index-stale"        // a generation_leases row or bucket with no matching lease
 	ProblemKeyMissing         = "key-missing"              // a generation or key_generations bucket names a key with no key record
@@ -228,6 +228,9 @@ func (c *checker) leases(tx *bolt.Tx, gens []Generation) {
 		}
 		k = bytes.Clone(k) // used by a fix after this transaction
 		subject := fmt.Sprintf("lease %q", l.CloneID)
+		if l.State == Exited && !exists[l.Generation] {
+			return nil // outlived its retired generation, until released
+		}
 		if !exists[l.Generation] {
 			c.add(ProblemLeaseGeneration, subject, "names generation %s, which does not exist; release the lease once its clone has exited", l.Generation)
 		}

@@ -21,7 +21,8 @@ import (
 // retire-payload-deleted, settings-committed, repair-index-committed,
 // bind-committed, release-marked (Releasing committed, exit not yet
 // checked), release-committed, kill-signalled (after SIGKILL and the
-// bounded wait, before the release).
+// bounded wait, before the release), exit-recorded (a bound process's
+// exit committed as state exited, by the tracker or at its start).
 const FailpointEnv = "TEMPLATEFS_FAILPOINT"
 
 // TEMPLATEFS_FAILPOINT=<name>:ENOSPC or <name>:EIO arms an error point
@@ -91,6 +92,7 @@ const (
 	faultReleaseBegin       // ReleaseLease, KillLease: commit of Releasing (or of a Reserved lease's deletion)
 	faultReleaseFinish      // ReleaseLease, KillLease: commit of the lease's deletion
 	faultLeaseState         // a refused release restoring the prior state; a failed kill recording teardown-failed
+	faultExitCommit         // exit tracking: commit of exits (state exited) or of a check error
 	faultTombstoneCommit    // Tombstone
 	faultLiftCommit         // Lift
 	faultRetireIntent       // Retire: commit of the intent
@@ -126,6 +128,7 @@ var faultPointNames = [numFaultPoints]string{
 	faultReleaseBegin:       "release-begin-commit",
 	faultReleaseFinish:      "release-finish-commit",
 	faultLeaseState:         "lease-state-commit",
+	faultExitCommit:         "exit-commit",
 	faultTombstoneCommit:    "tombstone-commit",
 	faultLiftCommit:         "lift-commit",
 	faultRetireIntent:       "retire-intent-commit",

@@ -421,6 +421,21 @@ func faultRows() []faultRow {
 			op:    func(f *faultFixture) error { return f.st.KillLease("held", 0) },
 		},
 		{
+			// The exit of held's process is found at the start of
+			// tracking; recording it fails: the lease stays Bound, and
+			// the next start records it.
+			name: "exit-commit", readOnly: true,
+			setup: func(f *faultFixture, t *testing.T) { f.bindHeld(t, true) },
+			op:    func(f *faultFixture) error { return f.st.reconcileExits(nil) },
+			after: func(t *testing.T, f *faultFixture) {
+				if err := f.st.reconcileExits(nil); err != nil {
+					t.Errorf("exits at the start after the reopen: %v", err)
+				}
+				leaseState(Exited)(t, f)
+				releaseHeld(t, f)
+			},
+		},
+		{
 			name: "tombstone-commit", readOnly: true,
 			op: func(f *faultFixture) error { _, err := f.st.Tombstone(f.g.ID, 0); return err },
 		},

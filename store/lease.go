@@ -77,9 +77,10 @@ func (s *Store) acquireLease(gen GenerationID, cloneID string, update func(func(
 
 // ReleaseLease removes the lease of cloneID once its clone has verifiably
 // exited; a lease never expires by timeout. A Reserved lease was never
-// bound, so its clone never started: it is deleted at once. Any other is
-// first durably marked Releasing, then its process is checked
-// (Processes.Check):
+// bound, so its clone never started: it is deleted at once. An Exited
+// lease's exit is already recorded: it is settled (deleted) at once,
+// without a check. Any other is first durably marked Releasing, then its
+// process is checked (Processes.Check):
 //
 //   - exited, PID reused by another process, or an earlier boot: the
 //     lease record and its generation index row are deleted in one
@@ -90,7 +91,8 @@ func (s *Store) acquireLease(gen GenerationID, cloneID string, update func(func(
 //   - uninspectable: likewise restored, ErrProcessUninspectable.
 //
 // A lease found Releasing (the daemon died during a release) is left so
-// by Open and checked again by the next ReleaseLease or KillLease.
+// by Open and checked again by the next ReleaseLease or KillLease (or
+// made Exited by exit tracking once its process has exited).
 // After a removal it lets a retiring generation that no longer holds
 // leases be deleted (afterLeaseRemoved). Errors: ErrInvalidID,
 // ErrNotFound, ErrProcessAlive, ErrProcessUninspectable, or the check's
@@ -116,6 +118,13 @@ func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 	if err != nil {
 		return fmt.Errorf("release lease %q: %w", cloneID, err)
 	}
+	if released && lease.State == Exited {
+		failpoint("release-committed")
+		s.log.Info("lease released", "clone", cloneID, "seq", lease.Seq, "state", Exited, "process", lease.Process.String())
+		s.emit(Event{Kind: EventLeaseSettled, Generation: lease.Generation, KeyID: lease.KeyID, CloneID: cloneID, LeaseSeq: lease.Seq, PID: lease.Process.PID})
+		s.afterLeaseRemoved(lease.Generation)
+		return nil
+	}
 	if released {
 		failpoint("release-committed")
 		s.log.Info("lease released", "clone", cloneID, "seq", lease.Seq, "state", Reserved)
@@ -135,6 +144,7 @@ func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 			return fmt.Errorf("release lease %q: %w", cloneID, err)
 		}
 		failpoint("release-committed")
+		s.unwatchExit(cloneID, lease.Seq)
 		s.log.Info("lease released", "clone", cloneID, "seq", lease.Seq, "verdict", verdict.String(), "process", lease.Process.String())
 		s.emit(Event{Kind: EventLeaseSettled, Generation: lease.Generation, KeyID: lease.KeyID, CloneID: cloneID, LeaseSeq: lease.Seq, PID: lease.Process.PID})
 		s.afterLeaseRemoved(lease.Generation)
@@ -160,7 +170,7 @@ func (s *Store) CheckRelease(cloneID string, seq uint64) error {
 		return err
 	case seq != 0 && l.Seq != seq:
 		return fmt.Errorf("lease %q has sequence %d, not %d (released and acquired again): %w", cloneID, l.Seq, seq, ErrNotFound)
-	case l.State == Reserved || l.Process == nil:
+	case l.State == Reserved || l.State == Exited || l.Process == nil:
 		return nil
 	}
 	v, err := s.procs.Check(*l.Process)

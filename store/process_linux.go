@@ -75,19 +75,32 @@ func (p linuxProcesses) Identify(pid int) (ProcessIdentity, error) {
 // number (when both are known) or start time; ProcessUninspectable if the
 // start time is needed and /proc hides or refuses it; else ProcessAlive.
 func (p linuxProcesses) Check(id ProcessIdentity) (ExitVerdict, error) {
+	fd, verdict, err := p.openVerified(id)
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	return verdict, err
+}
+
+// openVerified is Check keeping the pidfd: when the verdict is
+// ProcessAlive it returns a pidfd verified to name id's process (the
+// caller closes it), else fd -1 (exit tracking watches the pidfd).
+func (p linuxProcesses) openVerified(id ProcessIdentity) (fd int, verdict ExitVerdict, err error) {
 	boot, err := readBootID()
 	if err != nil {
-		return 0, err
+		return -1, 0, err
 	}
 	if boot != id.BootID {
-		return ProcessEarlierBoot, nil
+		return -1, ProcessEarlierBoot, nil
 	}
-	fd, verdict, err := p.open(id)
-	if fd < 0 {
-		return verdict, err
+	if fd, verdict, err = p.open(id); fd < 0 {
+		return -1, verdict, err
 	}
-	defer unix.Close(fd)
-	return p.verdict(fd, id)
+	if verdict, err = p.verdict(fd, id); err != nil || verdict != ProcessAlive {
+		unix.Close(fd)
+		return -1, verdict, err
+	}
+	return fd, ProcessAlive, nil
 }
 
 // Kill sends SIGKILL through a pidfd verified to name id's process, then

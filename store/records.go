@@ -104,10 +104,12 @@ type KeyRecord struct {
 // LeaseState is the lifecycle state of a lease.
 type LeaseState string
 
-// Lease states. A lease moves Reserved -> Bound (BindLease) and leaves the
-// index when its clone has verifiably exited (ReleaseLease, KillLease);
-// there is no expiry. Releasing and TeardownFailed return to Bound or
-// stay as they are; see ReleaseLease and KillLease.
+// Lease states. A lease moves Reserved -> Bound (BindLease), then to
+// Exited when the daemon sees its process exit (TrackExits), and leaves
+// the index when its clone has verifiably exited (ReleaseLease,
+// KillLease); there is no expiry. Releasing and TeardownFailed return to
+// Bound or stay as they are (see ReleaseLease and KillLease) until their
+// process exits, which makes them Exited too.
 const (
 	// Reserved: durable before the clone exists; not yet bound to a
 	// process. Releasing it needs no check: its clone never started.
@@ -123,6 +125,12 @@ const (
 	// there when the bounded wait ended. The lease stays until a release
 	// verifies exit.
 	TeardownFailed LeaseState = "teardown-failed"
+	// Exited: the bound process has verifiably exited, as the daemon saw
+	// it (TrackExits: the process's pidfd polled readable, or at start a
+	// verdict of Processes.Check). The lease stays listed and readable
+	// until a release removes it, but it no longer holds its generation:
+	// a retiring generation whose leases are all Exited is deleted.
+	Exited LeaseState = "exited"
 )
 
 // Lease binds one clone to one generation until the clone has verifiably
@@ -146,6 +154,17 @@ type Lease struct {
 	// UpdatedAt is when State last changed; zero until the first change
 	// after acquisition (CreatedAt).
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	// ExitedAt is when the exit was recorded (State Exited): at once
+	// when the daemon saw it, else when the next daemon started; zero
+	// otherwise.
+	ExitedAt time.Time `json:"exited_at,omitzero"`
+	// Exit is the verdict that established the exit (ExitVerdict.String:
+	// "exited", "pid-reused", "earlier-boot"); empty unless Exited.
+	Exit string `json:"exit,omitempty"`
+	// CheckError is why the daemon could not tell whether the bound
+	// process has exited when it last looked (for example /proc hides
+	// it): the lease then stays as it is. Empty once a look succeeds.
+	CheckError string `json:"check_error,omitempty"`
 }
 
 // Info summarises a store for MNT/store.

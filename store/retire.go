@@ -11,7 +11,8 @@ import (
 
 // Retiring: a tombstoned generation whose retirement intent is recorded.
 // It gets no new leases and cannot be lifted; its payload stays readable
-// until its last lease is released, then it is deleted.
+// until its last lease is released or Exited, then it is deleted. Its
+// Exited leases stay, naming it, until each is released.
 const Retiring GenerationState = "retiring"
 
 // RetirementIntent records who asked for a generation's retirement and
@@ -48,7 +49,8 @@ func (s *Store) Lift(gen GenerationID) (Generation, error) {
 
 // Retire records, in one transaction, the intent to delete tombstoned
 // generation gen (state Retiring, time and uid), then deletes it at once
-// if it holds no leases; otherwise the release of its last lease does.
+// if it holds no leases; otherwise the release or exit of its last lease
+// does.
 // Deletion removes the generation record and its index rows in one
 // transaction, then the payload directory (deletes go metadata first: a
 // crash leaves an orphaned payload, which Open removes, never a record
@@ -83,10 +85,11 @@ func (s *Store) Retire(gen GenerationID, uid uint32) (Generation, error) {
 }
 
 // afterLeaseRemoved must be called after every committed transaction that
-// removed a lease record of generation gen (ReleaseLease and the like),
-// outside any transaction and without holding s.maint, which it takes. If
-// gen is retiring and now holds no leases, it finishes the retirement; a
-// failure is logged, and Open or Check (Repair) resumes it.
+// removed a lease record of generation gen (ReleaseLease and the like) or
+// made one Exited (exit tracking), outside any transaction and without
+// holding s.maint, which it takes. If gen is retiring and now holds no
+// leases (hasLeases), it finishes the retirement; a failure is logged,
+// and Open or Check (Repair) resumes it.
 func (s *Store) afterLeaseRemoved(gen GenerationID) {
 	s.maint.Lock()
 	defer s.maint.Unlock()
@@ -167,18 +170,30 @@ func (s *Store) resumeRetirements() error {
 	return nil
 }
 
-// hasLeases reports whether generation_leases lists any lease on gen.
+// hasLeases reports whether a lease generation_leases lists on gen still
+// holds it: any but an Exited lease of gen. A row whose lease is missing,
+// undecodable or on another generation counts as holding: nothing is
+// deleted on a guess (Check reports such rows). The walk stops at the
+// first holding lease.
 func hasLeases(tx *bolt.Tx, gen GenerationID) bool {
 	gl := tx.Bucket(bucketGenerationLeases).Bucket(genKey(gen))
 	if gl == nil {
 		return false
 	}
-	k, _ := gl.Cursor().First()
-	return k != nil
+	leases := tx.Bucket(bucketLeases)
+	c := gl.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		var l Lease
+		if found, err := getJSON(leases, k, &l); err != nil || !found || l.Generation != gen || l.State != Exited {
+			return true
+		}
+	}
+	return false
 }
 
 // deleteGeneration removes g's record, its key_generations row and its
-// (empty) generation_leases bucket, and records now as the key's
+// generation_leases bucket (empty, or listing Exited leases only, which
+// stay in leases/ until released), and records now as the key's
 // GenerationRemovedAt. The key record stays: key sequence numbers are
 // stable inode sources.
 func deleteGeneration(tx *bolt.Tx, g Generation, now time.Time) error {

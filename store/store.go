@@ -38,7 +38,8 @@ type Options struct {
 	Now func() time.Time
 	// Processes identifies, checks and kills the processes leases are
 	// bound to; nil means the host's (pidfds on Linux). Tests inject
-	// outcomes that real processes cannot produce.
+	// outcomes that real processes cannot produce. Exit tracking watches
+	// processes only through the host's (TrackExits).
 	Processes Processes
 	// Host reads the host identity and clocks that eligibility depends
 	// on; nil means this host (ReadHostFacts). Tests pass fixtures.
@@ -82,6 +83,9 @@ type Store struct {
 
 	// events fans state changes out to subscribers (events.go).
 	events events
+
+	// exits is the running exit tracking, nil when none (exits.go).
+	exits atomic.Pointer[exitTracker]
 }
 
 // Init creates a new, empty store in dir: the directory itself (mode 0700)
@@ -415,6 +419,9 @@ func payloadAhead(bad []string) error {
 
 // Close releases the index and the lock. The Store must not be used after.
 func (s *Store) Close() error {
+	if t := s.exits.Swap(nil); t != nil {
+		t.stop()
+	}
 	s.events.closeAll()
 	var err error
 	if s.db != nil {

@@ -44,6 +44,8 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	stopExits := st.TrackExits() // leases follow their processes (store/exits.go)
+	defer stopExits()            // before Close; idempotent, so a signal handler may stop it first
 	if err := checkMountpoint(pos[1], st.Dir()); err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ var cases = []struct {
 	{"Lift", testLift},
 	{"KeyLeases", testKeyLeases},
 	{"OtherUser", testOtherUser},
+	{"ExitTracking", testExitTracking},
 	{"Events", testEvents},
 }
 

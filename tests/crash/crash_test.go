@@ -129,6 +129,7 @@ func scenarios() []scenario {
 		wantNoLease(t, v, "last")
 	}
 	bindExited := func(t *testing.T, f *fixture) { f.bindExited(t, "held") }
+	bindLive := func(t *testing.T, f *fixture) { f.bindLive(t, "held") }
 	// rmHeldSucceeds releases "held" through the recovered mount: its
 	// bound process has exited.
 	rmHeldSucceeds := func(t *testing.T, f *fixture) {
@@ -255,12 +256,20 @@ func scenarios() []scenario {
 			},
 		},
 		{
-			// The release is durably begun, the exit not yet checked: the
-			// lease stays Releasing until a release verifies the exit.
-			name: "release-marked", via: viaMount, setup: bindExited,
-			op: mountOp("rm", "MNT/leases/held"),
+			// The release after a kill is durably begun, the exit not yet
+			// checked: the lease stays Releasing until a release verifies
+			// the exit, or the next daemon finds the process gone at its
+			// start and records the exit. (rm of a bound lease whose
+			// process has exited reaches this point only while exit
+			// tracking has not yet recorded the exit, a race; the kill
+			// takes its lease out of tracking.)
+			name: "release-marked", via: viaMount, setup: bindLive,
+			op: mountOp(write("kill", "MNT/leases/held")...),
 			check: func(t *testing.T, f *fixture, v *view) {
-				wantLease(t, v, "held", g1, store.Releasing)
+				if sig := reaped(t, f.proc); sig != syscall.SIGKILL {
+					t.Errorf("the bound process ended by signal %v, want SIGKILL", sig)
+				}
+				wantLease(t, v, "held", g1, store.Exited)
 				rmHeldSucceeds(t, f)
 			},
 		},
@@ -270,28 +279,38 @@ func scenarios() []scenario {
 			check: func(t *testing.T, f *fixture, v *view) { wantNoLease(t, v, "held") },
 		},
 		{
-			name: "release-committed/bound", via: viaMount, setup: bindExited,
+			// Killed, verified gone, deleted: the two-step release of a
+			// bound lease.
+			name: "release-committed/bound", via: viaMount, setup: bindLive,
+			op: func(t *testing.T, f *fixture, fp string) {
+				f.released["held"] = true
+				mountOp(write("kill", "MNT/generations/"+g1+"/leases/held")...)(t, f, fp)
+			},
+			check: func(t *testing.T, f *fixture, v *view) { wantNoLease(t, v, "held") },
+		},
+		{
+			// The process exited while no daemon ran; the armed daemon
+			// records the exit at its start and rm settles the lease.
+			name: "release-committed/exited", via: viaMount, setup: bindExited,
 			op:    release("held", "MNT/generations/"+g1+"/leases/held"),
 			check: func(t *testing.T, f *fixture, v *view) { wantNoLease(t, v, "held") },
 		},
 		{
 			// SIGKILL sent and the exit seen, the release not begun: the
-			// lease stays bound until the next release checks the exit.
-			name: "kill-signalled", via: viaMount,
-			setup: func(t *testing.T, f *fixture) {
-				f.proc = harness.Sleeper(t)
-				f.tree(t, write("pid {pid}", "MNT/leases/held")...)
-			},
+			// lease stays bound, and the next daemon records the exit at
+			// its start.
+			name: "kill-signalled", via: viaMount, setup: bindLive,
 			op: mountOp(write("kill", "MNT/leases/held")...),
 			check: func(t *testing.T, f *fixture, v *view) {
 				if sig := reaped(t, f.proc); sig != syscall.SIGKILL {
 					t.Errorf("the bound process ended by signal %v, want SIGKILL", sig)
 				}
-				wantLease(t, v, "held", g1, store.Bound)
+				wantLease(t, v, "held", g1, store.Exited)
 				rmHeldSucceeds(t, f)
 			},
 		},
 	}...)
+	rows = append(rows, exitScenarios()...)
 	for i := range rows {
 		rows[i].failpoint, _, _ = strings.Cut(rows[i].name, "/")
 	}

@@ -144,13 +144,21 @@ func (f *fixture) tree(t *testing.T, op ...string) {
 }
 
 // bindExited binds lease clone, through the mount (`pid N`), to a
-// process that then exits, so that a release finds it gone.
+// process that then exits while no daemon runs, so that the next daemon
+// finds it gone at its start.
 func (f *fixture) bindExited(t *testing.T, clone string) {
+	t.Helper()
+	f.bindLive(t, clone)
+	f.proc.Process.Kill()
+	f.proc.Wait()
+}
+
+// bindLive binds lease clone, through the mount (`pid N`), to a new
+// running process (f.proc).
+func (f *fixture) bindLive(t *testing.T, clone string) {
 	t.Helper()
 	f.proc = harness.Sleeper(t)
 	f.tree(t, write("pid {pid}", "MNT/leases/"+clone)...)
-	f.proc.Process.Kill()
-	f.proc.Wait()
 }
 
 // dropIndexRow deletes the generation_leases row of clone under gen
