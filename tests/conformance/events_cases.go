@@ -159,13 +159,15 @@ func expectEvents(t *testing.T, r *EventsReader, want []wantEvent) []EventLine {
 
 // testEvents: `cat MNT/events` (a real cat writing to a pipe) prints one
 // line per state change from its open, in order with consecutive sequence
-// numbers: lease created, bound and settled, tombstone, lift, publication
-// and retirement, made through the mount and the store. Two readers get
+// numbers: lease created, bound, exited (exit tracking) and settled,
+// tombstone, lift, publication and retirement, made through the mount and
+// the store. Two readers get
 // the same stream; one opened later only the later events. SIGINT ends a
 // cat blocked in its read promptly, and FS.EndEvents (the daemon's
 // unmount) ends the others with EOF, so the unmount never waits for them.
 func testEvents(t *testing.T, b Backend) {
 	e := newEnv(t, b)
+	t.Cleanup(e.st.TrackExits()) // as the daemon runs it
 	events := e.path("events")
 	if names := e.names("."); len(names) == 0 || containsName(names, "events") {
 		t.Errorf("the root lists %q; events must be found by name only", names)
@@ -198,6 +200,11 @@ func testEvents(t *testing.T, b Backend) {
 	}
 	sleep.Process.Kill()
 	sleep.Wait()
+	for deadline := time.Now().Add(eventsHang); e.leaseFile("leases/n1").State != store.Exited; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("lease n1 not exited %v after its process was killed", eventsHang)
+		}
+	}
 	e.mustSh(`rm "$1"`, e.path("leases/n1"))
 	e.mustSh(`mv "$1" "$2" && rmdir "$3"`, e.path("generations/g000003"), e.path("tombstones/g000003"), e.path("tombstones/g000003"))
 
@@ -207,14 +214,17 @@ func testEvents(t *testing.T, b Backend) {
 		{store.EventTombstoned, "g000002", ""},
 		{store.EventLifted, "g000002", ""},
 		{store.EventPublished, g4.ID.String(), ""},
+		{store.EventLeaseExited, "g000002", "n1"},
 		{store.EventLeaseSettled, "g000002", "n1"},
 		{store.EventTombstoned, "g000003", ""},
 		{store.EventRetirementStarted, "g000003", ""},
 		{store.EventRetirementFinished, "g000003", ""},
 	}
 	got := expectEvents(t, first, all)
-	if got[1].PID != pid || got[5].PID != pid {
-		t.Errorf("bound %s, settled %s: want pid %d", got[1].Raw, got[5].Raw, pid)
+	for _, i := range []int{1, 5, 6} {
+		if got[i].PID != pid {
+			t.Errorf("%s: want pid %d", got[i].Raw, pid)
+		}
 	}
 	for i, l := range expectEvents(t, second, all) {
 		if l.Raw != got[i].Raw {
