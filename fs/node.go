@@ -167,6 +167,7 @@ func openFlags(flags uint32) leasefs.OpenFlags {
 	return leasefs.OpenFlags{
 		Write:    flags&syscall.O_ACCMODE != syscall.O_RDONLY,
 		Truncate: flags&syscall.O_TRUNC != 0,
+		Append:   flags&syscall.O_APPEND != 0,
 	}
 }
 
@@ -195,6 +196,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 // FOPEN_NOFLUSH, so its close(2) costs no FLUSH round trip.
 func (n *node) handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errno) {
 	const cached, direct = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH
+	if h.Incoming != nil {
+		return newIncomingFile(h.Incoming, !n.noPassthrough), fuse.FOPEN_NOFLUSH, 0
+	}
 	if h.File != nil {
 		pf := &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.File)}
 		if n.noPassthrough {
@@ -231,7 +235,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	out.SetEntryTimeout(timeout(cr.Node))
 	out.SetAttrTimeout(timeout(cr.Node))
 	h := cr.Handle()
-	if cr.Data == nil {
+	if cr.Data == nil && cr.Incoming == nil {
 		if h, err = n.lfs.Open(cr.Node, openFlags(flags), callerOf(ctx)); err != nil {
 			return nil, nil, 0, n.refuse("open", name, err)
 		}
@@ -270,7 +274,14 @@ var (
 )
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	return nil, n.refuse("mkdir", name, n.lfs.MakeEntry(n.ln, name, callerOf(ctx)))
+	child, err := n.lfs.Mkdir(n.ln, name, callerOf(ctx))
+	if err != nil {
+		return nil, n.refuse("mkdir", name, err)
+	}
+	if errno := n.entryOut(child, out); errno != 0 {
+		return nil, errno
+	}
+	return n.newChild(ctx, child), 0
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
@@ -331,6 +342,12 @@ func (n *node) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAt
 	if in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME|fuse.FATTR_ATIME_NOW|fuse.FATTR_MTIME_NOW|fuse.FATTR_CTIME) != 0 {
 		c |= leasefs.ChangeTimes
 	}
+	if isIncoming(n.ln) {
+		if errno := n.setattrIncoming(ctx, c, in); errno != 0 {
+			return errno
+		}
+		return n.Getattr(ctx, fh, out)
+	}
 	if err := n.lfs.SetAttr(n.ln, c, callerOf(ctx)); err != nil {
 		return n.refuse("setattr", "", err)
 	}
@@ -360,6 +377,9 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 var _ = (fusefs.NodeWriter)((*node)(nil))
 
 func (n *node) Write(ctx context.Context, fh fusefs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	if f := incomingHandle(fh); f != nil {
+		return f.Write(ctx, data, off)
+	}
 	cf, ok := fh.(*commandFile)
 	if !ok {
 		return 0, syscall.EBADF // not opened for writing; the kernel refuses such writes itself
@@ -388,7 +408,13 @@ func (n *node) afterCommands(errno syscall.Errno) syscall.Errno {
 var _ = (fusefs.NodeAllocater)((*node)(nil))
 
 func (n *node) Allocate(ctx context.Context, fh fusefs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
-	return n.refuse("fallocate", "", n.lfs.Allocate(n.ln, callerOf(ctx)))
+	if errno := n.refuse("fallocate", "", n.lfs.Allocate(n.ln, callerOf(ctx))); errno != 0 {
+		return errno
+	}
+	if f := incomingHandle(fh); f != nil {
+		return f.Allocate(ctx, off, size, mode)
+	}
+	return syscall.EOPNOTSUPP // leasefs allows it only for incoming files
 }
 
 // Fsync has nothing to sync: payloads never change, and every command is
@@ -396,7 +422,12 @@ func (n *node) Allocate(ctx context.Context, fh fusefs.FileHandle, off, size uin
 // EOPNOTSUPP, which fsync(2) would return.
 var _ = (fusefs.NodeFsyncer)((*node)(nil))
 
-func (n *node) Fsync(ctx context.Context, fh fusefs.FileHandle, flags uint32) syscall.Errno { return 0 }
+func (n *node) Fsync(ctx context.Context, fh fusefs.FileHandle, flags uint32) syscall.Errno {
+	if f := incomingHandle(fh); f != nil {
+		return f.Fsync(ctx, flags)
+	}
+	return 0
+}
 
 // stateDirs are the top-level directories a generation moves between.
 var stateDirs = []string{"generations", "tombstones", "retiring"}

@@ -502,15 +502,20 @@ func (f *FS) renameIncoming(oldDir Node, oldName string, newDir Node, newName st
 // truncates the backing file (size >= 0 when ch has ChangeSize), times
 // set its atime and mtime (a zero time leaves one unchanged); a change of
 // mode or owner is accepted and ignored (the backing file stays 0600, the
-// store owner's: cp -p must not fail). Other incoming nodes: times are a
-// no-op, the rest ErrNotPermitted. Errors: ErrAccess, ErrIncomingBusy
+// store owner's: cp -p must not fail). The ctl file takes a size or times
+// change as a no-op (the truncate of `echo publish > ctl`), the
+// directory and status file times; anything else is ErrNotPermitted. Errors: ErrAccess, ErrIncomingBusy
 // during a publication, store.ErrNotFound, the system error.
 func (f *FS) SetIncomingAttr(n Node, ch AttrChange, size int64, atime, mtime time.Time, c Caller) error {
 	if err := f.authorize(c, "setattr "+n.String()); err != nil {
 		return err
 	}
 	if n.kind != KindIncomingFile {
-		if ch&^ChangeTimes != 0 {
+		allowed := ChangeTimes
+		if n.kind == KindIncomingCtlFile {
+			allowed |= ChangeSize
+		}
+		if ch&^allowed != 0 {
 			return fmt.Errorf("setattr %s: %w", n, ErrNotPermitted)
 		}
 		_, err := f.Attr(n)
