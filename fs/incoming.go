@@ -93,16 +93,6 @@ func incomingHandle(fh fusefs.FileHandle) *incomingFile {
 	return nil
 }
 
-// isIncoming reports whether ln is an incoming directory or file, whose
-// setattr leasefs.FS.SetIncomingAttr answers.
-func isIncoming(ln leasefs.Node) bool {
-	switch ln.Kind() {
-	case leasefs.KindIncomingEntryDir, leasefs.KindIncomingFile, leasefs.KindIncomingCtlFile, leasefs.KindIncomingStatusFile:
-		return true
-	}
-	return false
-}
-
 // setattrIncoming decodes a setattr of an incoming node for
 // leasefs.FS.SetIncomingAttr.
 func (n *node) setattrIncoming(ctx context.Context, c leasefs.AttrChange, in *fuse.SetAttrIn) syscall.Errno {

@@ -342,7 +342,7 @@ func (n *node) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAt
 	if in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME|fuse.FATTR_ATIME_NOW|fuse.FATTR_MTIME_NOW|fuse.FATTR_CTIME) != 0 {
 		c |= leasefs.ChangeTimes
 	}
-	if isIncoming(n.ln) {
+	if n.ln.IsIncoming() {
 		if errno := n.setattrIncoming(ctx, c, in); errno != 0 {
 			return errno
 		}

@@ -78,6 +78,9 @@ type IncomingFile struct {
 	File *os.File
 	f    *FS
 	dir  string
+	// Append is set for an O_APPEND open: the descriptor writes at the
+	// end whatever the offset (os.File.WriteAt refuses it; use Write).
+	Append bool
 	// write is set for an open for writing, counted until Released.
 	write bool
 	once  sync.Once
@@ -98,8 +101,9 @@ func (h *IncomingFile) Released() {
 	})
 }
 
-// isIncoming reports whether n is below incoming/ (incoming/ excluded).
-func (n Node) isIncoming() bool {
+// IsIncoming reports whether n is below incoming/ (incoming/ itself
+// excluded): the nodes whose setattr SetIncomingAttr answers.
+func (n Node) IsIncoming() bool {
 	switch n.kind {
 	case KindIncomingEntryDir, KindIncomingFile, KindIncomingCtlFile, KindIncomingStatusFile:
 		return true
@@ -369,7 +373,7 @@ func (f *FS) openIncomingPath(dir, path string, fl OpenFlags, extra int) (*Incom
 	if fl.Append {
 		flags |= os.O_APPEND
 	}
-	h := &IncomingFile{f: f, dir: dir, write: flags&os.O_RDWR != 0}
+	h := &IncomingFile{f: f, dir: dir, write: flags&os.O_RDWR != 0, Append: fl.Append}
 	if h.write {
 		if err := f.incomingWriter(dir); err != nil {
 			return nil, err
