@@ -453,14 +453,13 @@ func (f *FS) createIncoming(dir Node, name string, excl bool) (Created, error) {
 	return Created{Node: n, Attr: a, Incoming: h}, nil
 }
 
-// removeIncoming unlinks file name of incoming directory dir.
+// removeIncoming unlinks file name of incoming directory dir. ctl and
+// status are not files of the capture: unlinking them succeeds and
+// changes nothing, so `rm -r` of an incoming directory works.
 func (f *FS) removeIncoming(dir Node, name string) error {
 	n, err := f.lookupIncomingFile(dir, name)
-	if err != nil {
+	if err != nil || n.kind != KindIncomingFile {
 		return err
-	}
-	if n.kind != KindIncomingFile {
-		return fmt.Errorf("unlink %s: %w", n, ErrNotPermitted)
 	}
 	return f.incomingChange(dir.name, func() error {
 		path, err := f.incomingPath(n)
