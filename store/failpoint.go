@@ -21,7 +21,9 @@ import (
 // retire-payload-deleted, settings-committed, repair-index-committed,
 // bind-committed, release-marked (Releasing committed, exit not yet
 // checked), release-committed, kill-signalled (after SIGKILL and the
-// bounded wait, before the release).
+// bounded wait, before the release), incoming-committed (PublishIncoming:
+// generation committed, its incoming names not yet removed). A
+// publication of an incoming directory passes the publish-* points too.
 const FailpointEnv = "TEMPLATEFS_FAILPOINT"
 
 // TEMPLATEFS_FAILPOINT=<name>:ENOSPC or <name>:EIO arms an error point

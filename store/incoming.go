@@ -233,7 +233,6 @@ func linkArtifacts(staging string, c *manifest.Capture) error {
 		if err := os.Link(filepath.Join(c.Dir, f.Name), filepath.Join(staging, f.Name)); err != nil {
 			return err
 		}
-		failpoint("incoming-linked-" + f.Name)
 	}
 	return nil
 }

@@ -292,6 +292,7 @@ func scenarios() []scenario {
 			},
 		},
 	}...)
+	rows = append(rows, incomingScenarios()...)
 	for i := range rows {
 		rows[i].failpoint, _, _ = strings.Cut(rows[i].name, "/")
 	}
