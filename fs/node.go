@@ -264,8 +264,9 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	return n.refuse("rmdir", name, n.lfs.Rmdir(n.ln, name, callerOf(ctx)))
 }
 
-// Mkdir, Mknod, Symlink and Link are refused by leasefs.FS.MakeEntry
-// (EPERM), rather than go-fuse's default ENOTSUP.
+// Mkdir makes an incoming directory under incoming/ (leasefs.FS.Mkdir);
+// Mknod, Symlink and Link, and Mkdir elsewhere, are refused by
+// leasefs.FS.MakeEntry (EPERM), rather than go-fuse's default ENOTSUP.
 var (
 	_ = (fusefs.NodeMkdirer)((*node)(nil))
 	_ = (fusefs.NodeMknoder)((*node)(nil))
@@ -369,8 +370,10 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	return n.refuse("removexattr", "", n.lfs.ChangeXattr(n.ln, attr, callerOf(ctx)))
 }
 
-// Write passes each write(2) to the handle's leasefs.Commands: lines of
-// `pid N` or `kill` on lease files, `tombstone`, `lift` or `retire` on ctl
+// Write writes an incoming file's backing file (where passthrough does
+// not already), and passes every other write(2) to the handle's
+// leasefs.Commands: lines of `pid N` or `kill` on lease files,
+// `tombstone`, `lift` or `retire` on ctl files, `publish` on incoming ctl
 // files. Only those opens have one; every other node refuses opens for
 // writing, so the kernel sends no write for them. Node-level, so no
 // handle type can bypass it.
@@ -403,8 +406,9 @@ func (n *node) afterCommands(errno syscall.Errno) syscall.Errno {
 	return errno
 }
 
-// Allocate answers fallocate(2) with leasefs.FS.Allocate (EOPNOTSUPP),
-// logged; the kernel sends it only for descriptors open for writing.
+// Allocate answers fallocate(2) with leasefs.FS.Allocate: forwarded to
+// the backing file of an incoming file, else EOPNOTSUPP, logged; the
+// kernel sends it only for descriptors open for writing.
 var _ = (fusefs.NodeAllocater)((*node)(nil))
 
 func (n *node) Allocate(ctx context.Context, fh fusefs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
@@ -417,9 +421,10 @@ func (n *node) Allocate(ctx context.Context, fh fusefs.FileHandle, off, size uin
 	return syscall.EOPNOTSUPP // leasefs allows it only for incoming files
 }
 
-// Fsync has nothing to sync: payloads never change, and every command is
-// durable when its write (or close) returns. Without it go-fuse answers
-// EOPNOTSUPP, which fsync(2) would return.
+// Fsync fsyncs an incoming file's backing file. Otherwise it has nothing
+// to sync: payloads never change, and every command is durable when its
+// write (or close) returns. Without it go-fuse answers EOPNOTSUPP, which
+// fsync(2) would return.
 var _ = (fusefs.NodeFsyncer)((*node)(nil))
 
 func (n *node) Fsync(ctx context.Context, fh fusefs.FileHandle, flags uint32) syscall.Errno {
