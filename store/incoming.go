@@ -272,45 +272,80 @@ func (s *Store) recoverIncoming() error {
 		return err
 	}
 	for _, name := range names {
-		capture := filepath.Join(s.dir, IncomingDir, name, IncomingCaptureDir)
-		entries, err := os.ReadDir(capture)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
+		if err := s.removePublishedNames(name); err != nil {
 			return err
-		}
-		removed := false
-		for _, e := range entries {
-			p := filepath.Join(capture, e.Name())
-			f, err := openNoFollow(p)
-			if err != nil {
-				return err
-			}
-			n, err := linkCount(f)
-			f.Close()
-			if err != nil {
-				return err
-			}
-			if n > 1 {
-				s.log.Info("removing published name left in an incoming directory", "path", p)
-				if err := os.Remove(p); err != nil {
-					return err
-				}
-				removed = true
-			}
-		}
-		if removed {
-			// Its class.json was consumed by the publication too.
-			if err := os.Remove(filepath.Join(s.dir, IncomingDir, name, IncomingClassFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
-			for _, d := range []string{capture, filepath.Dir(capture)} {
-				if err := syncDir(d); err != nil {
-					return err
-				}
-			}
 		}
 	}
 	return nil
+}
+
+// removePublishedNames removes the files of incoming/<name>/capture/ that
+// have more than one hard link, and then its class.json (consumed by the
+// same publication), durably.
+func (s *Store) removePublishedNames(name string) error {
+	capture := filepath.Join(s.dir, IncomingDir, name, IncomingCaptureDir)
+	entries, err := os.ReadDir(capture)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	removed := false
+	for _, e := range entries {
+		p := filepath.Join(capture, e.Name())
+		f, err := openNoFollow(p)
+		if err != nil {
+			return err
+		}
+		n, err := linkCount(f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		if n > 1 {
+			s.log.Info("removing published name left in an incoming directory", "path", p)
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+			removed = true
+		}
+	}
+	if !removed {
+		return nil
+	}
+	if err := os.Remove(filepath.Join(filepath.Dir(capture), IncomingClassFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	for _, d := range []string{capture, filepath.Dir(capture)} {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// incomingLink finds the incoming name that is a second hard link of the
+// payload file at path, as a crash after a publication's commit leaves it
+// (PublishIncoming). It returns that name, relative to the store, and the
+// repair that removes it (removePublishedNames), or "" and nil.
+func (s *Store) incomingLink(path string) (string, func() error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return "", nil
+	}
+	names, err := s.IncomingNames()
+	if err != nil {
+		return "", nil
+	}
+	for _, name := range names {
+		capture := filepath.Join(s.dir, IncomingDir, name, IncomingCaptureDir)
+		entries, _ := os.ReadDir(capture)
+		for _, e := range entries {
+			if other, err := os.Lstat(filepath.Join(capture, e.Name())); err == nil && os.SameFile(fi, other) {
+				return filepath.Join(IncomingDir, name, IncomingCaptureDir, e.Name()), func() error { return s.removePublishedNames(name) }
+			}
+		}
+	}
+	return "", nil
 }
