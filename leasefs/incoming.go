@@ -567,6 +567,15 @@ func (f *FS) rmdirIncoming(name string) error {
 	return nil
 }
 
+// The kernel sends a handle's RELEASE after close(2) has returned, so
+// `cp ... && echo publish > ctl` may find cp's handles still open for
+// writing: a publication waits up to releaseWait for them to go, polling
+// every releasePoll, before it refuses with ErrIncomingBusy.
+const (
+	releaseWait = 2 * time.Second
+	releasePoll = 10 * time.Millisecond
+)
+
 // incomingCommand runs a line written to incoming/<name>/ctl: `publish`
 // publishes the directory with store.PublishIncoming, durable when it
 // returns; status then names the generation, or the refusal and its
@@ -585,6 +594,11 @@ func (f *FS) incomingCommand(n Node, line []byte) error {
 	}
 	in := &f.incoming
 	in.mu.Lock()
+	for deadline := time.Now().Add(releaseWait); in.writers[name] > 0 && time.Now().Before(deadline); {
+		in.mu.Unlock()
+		time.Sleep(releasePoll)
+		in.mu.Lock()
+	}
 	switch {
 	case in.publishing[name]:
 		in.mu.Unlock()
