@@ -10,7 +10,6 @@ import (
 	"syscall"
 
 	"templatefs/store"
-	"templatefs/store/templatekey"
 )
 
 // Errno is the platform-neutral errno an operation on the mount fails
@@ -147,10 +146,6 @@ var errnoTable = []ErrnoRow{
 	{store.ErrExists, "store.ErrExists", EEXIST, "mkdir of an existing `incoming/<name>`"},
 	{store.ErrCaptureChanged, "store.ErrCaptureChanged", EBUSY, "`publish`: an artifact changed while it was hashed; publish again once nothing writes to it"},
 	{store.ErrCapture, "store.ErrCapture", EINVAL, "`publish` of an incoming directory whose capture is refused: no or a bad `class.json`, a manifest that does not validate, a missing, extra or mis-sized artifact (also a second `publish`: the first one emptied the directory); `status` gives the reason, nothing changes"},
-	{templatekey.ErrClassInvalid, "templatekey.ErrClassInvalid", EINVAL, "`publish`: `class.json` is not a valid capture class"},
-	{templatekey.ErrClassTooLarge, "templatekey.ErrClassTooLarge", EINVAL, "`publish`: `class.json` is too large"},
-	{templatekey.ErrClassMismatch, "templatekey.ErrClassMismatch", EINVAL, "`publish`: `class.json` does not match the capture's manifest"},
-	{templatekey.ErrEncodingVersion, "templatekey.ErrEncodingVersion", EINVAL, "`publish`: `class.json` asks for a key encoding this build does not know"},
 	{syscall.EIO, "syscall.EIO", EIO, "a payload write, fsync or index commit of the store failed with an I/O error; nothing changed. A failed fsync or commit also makes the store read-only (`store` shows the reason) until the daemon restarts"},
 }
 

@@ -164,8 +164,8 @@ func (s *Store) RemoveIncoming(name string) error {
 // The caller must make sure nothing has an artifact open for writing (an
 // open descriptor would reach the published inode): leasefs refuses the
 // publication while one is. Errors: ErrInvalidID, ErrNotFound for a
-// missing directory, ErrCapture (a missing or unreadable class.json too),
-// the templatekey errors for a refused class, ErrCaptureChanged, and
+// missing directory, ErrCapture (a missing, unreadable or refused
+// class.json too, wrapping the templatekey error), ErrCaptureChanged, and
 // Publish's errors. A refusal leaves the directory as it was.
 func (s *Store) PublishIncoming(name string) (Generation, error) {
 	dir, err := s.IncomingPath(name)
@@ -182,6 +182,9 @@ func (s *Store) PublishIncoming(name string) (Generation, error) {
 	s.incomingLinks.Lock() // until the incoming names are gone: see openPayloadFile
 	defer s.incomingLinks.Unlock()
 	g, _, err := s.publish(filepath.Join(dir, IncomingCaptureDir), class, true, true)
+	if classRefused(err) {
+		err = fmt.Errorf("%w: %s: %w", ErrCapture, IncomingClassFile, err)
+	}
 	if err != nil {
 		return Generation{}, s.readOnlyAfterSync(err)
 	}
@@ -193,15 +196,31 @@ func (s *Store) PublishIncoming(name string) (Generation, error) {
 	return g, nil
 }
 
-// readIncomingClass decodes the class file at path. A missing or
-// unreadable file is ErrCapture.
+// readIncomingClass decodes the class file at path. A missing,
+// unreadable or invalid file is ErrCapture (wrapping the templatekey
+// error).
 func readIncomingClass(path string) (*templatekey.Class, error) {
 	f, err := openNoFollow(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCapture, IncomingClassFile, err)
 	}
 	defer f.Close()
-	return templatekey.DecodeClass(f)
+	c, err := templatekey.DecodeClass(f)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrCapture, IncomingClassFile, err)
+	}
+	return c, nil
+}
+
+// classRefused reports whether err is templatekey's refusal of a class:
+// for an incoming directory, its class.json is part of the capture.
+func classRefused(err error) bool {
+	for _, e := range []error{templatekey.ErrClassInvalid, templatekey.ErrClassTooLarge, templatekey.ErrClassMismatch, templatekey.ErrEncodingVersion, templatekey.ErrNoManifest} {
+		if errors.Is(err, e) {
+			return !errors.Is(err, ErrCapture)
+		}
+	}
+	return false
 }
 
 // hashArtifact returns the SHA-256 of the first f.Size bytes of f.File,
