@@ -60,7 +60,7 @@ func (f *FS) Attr(n Node) (Attr, error) {
 	var text []byte
 	switch n.kind {
 	case KindRoot:
-		a.Mode, a.Nlink = modeDir, 2+5 // keys, generations, leases, tombstones, retiring
+		a.Mode, a.Nlink = modeDir, 2+6 // keys, generations, leases, tombstones, retiring, incoming
 	case KindKeysDir, KindGenerationsDir, KindTombstonesDir, KindRetiringDir:
 		// Link count 1, "subdirectories not counted" as on btrfs, so find
 		// does not skip subdirectories: counting them would walk the index
@@ -109,6 +109,8 @@ func (f *FS) Attr(n Node) (Attr, error) {
 		}
 		a, _, err := f.leaseAttr(n, l)
 		return a, err
+	case KindIncomingDir, KindIncomingEntryDir, KindIncomingFile, KindIncomingCtlFile, KindIncomingStatusFile:
+		return f.incomingAttr(n, a)
 	default:
 		return Attr{}, fmt.Errorf("attr of %s: invalid node", n)
 	}

@@ -113,6 +113,8 @@ func (f *FS) command(n Node, line []byte, c Caller) (err error) {
 		return f.leaseCommand(n, line)
 	case KindCtlFile:
 		return f.ctlCommand(n, line, c, &op)
+	case KindIncomingCtlFile:
+		return f.incomingCommand(n, line)
 	}
 	return fmt.Errorf("write %s: %w", n, ErrReadOnly)
 }

@@ -40,6 +40,7 @@ type FS struct {
 	created  time.Time // store creation: the times of the fixed nodes
 	killWait time.Duration
 	refusals refusals
+	incoming incoming // incoming directories' writers and outcomes (incoming.go)
 }
 
 // New returns the namespace of st. Files are owned by the store owner
@@ -80,6 +81,7 @@ var (
 		{"leases", KindLeasesDir},
 		{"tombstones", KindTombstonesDir},
 		{"retiring", KindRetiringDir},
+		{"incoming", KindIncomingDir},
 	}
 	keyEntries = []struct {
 		name string
@@ -173,6 +175,10 @@ func (f *FS) Lookup(dir Node, name string) (Node, error) {
 		}
 	case KindGenerationLeasesDir, KindLeasesDir, KindKeyLeasesDir:
 		return f.lookupLease(dir, name)
+	case KindIncomingDir:
+		return f.lookupIncomingDir(name)
+	case KindIncomingEntryDir:
+		return f.lookupIncomingFile(dir, name)
 	default:
 		return Node{}, fmt.Errorf("lookup %q in %s: %w", name, dir, ErrNotDir)
 	}
@@ -330,6 +336,8 @@ func (f *FS) ReadDir(dir Node) ([]DirEntry, error) {
 				return nil, err
 			}
 		}
+	case KindIncomingDir, KindIncomingEntryDir:
+		return f.readIncoming(dir)
 	default:
 		return nil, fmt.Errorf("readdir %s: %w", dir, ErrNotDir)
 	}

@@ -32,6 +32,11 @@ const (
 	KindKeyLeasesDir                        // keys/<key-id>/leases/
 	KindCtlFile                             // <gen>/ctl
 	KindIndexFile                           // store.db
+	KindIncomingDir                         // incoming/
+	KindIncomingEntryDir                    // incoming/<name>/
+	KindIncomingFile                        // incoming/<name>/<file>
+	KindIncomingCtlFile                     // incoming/<name>/ctl
+	KindIncomingStatusFile                  // incoming/<name>/status
 )
 
 var kindNames = [...]string{
@@ -55,6 +60,11 @@ var kindNames = [...]string{
 	KindKeyLeasesDir:        "key leases directory",
 	KindCtlFile:             "ctl file",
 	KindIndexFile:           "index snapshot file",
+	KindIncomingDir:         "incoming directory",
+	KindIncomingEntryDir:    "incoming staging directory",
+	KindIncomingFile:        "incoming file",
+	KindIncomingCtlFile:     "incoming ctl file",
+	KindIncomingStatusFile:  "incoming status file",
 }
 
 // String names the kind, e.g. "payload file".
@@ -78,7 +88,8 @@ func Kinds() []Kind {
 func (k Kind) IsDir() bool {
 	switch k {
 	case KindRoot, KindKeysDir, KindKeyDir, KindGenerationsDir, KindTombstonesDir, KindRetiringDir,
-		KindGenerationDir, KindPayloadDir, KindGenerationLeasesDir, KindLeasesDir, KindKeyLeasesDir:
+		KindGenerationDir, KindPayloadDir, KindGenerationLeasesDir, KindLeasesDir, KindKeyLeasesDir,
+		KindIncomingDir, KindIncomingEntryDir:
 		return true
 	}
 	return false
@@ -133,6 +144,10 @@ var inoClass = map[Kind]uint64{
 	KindCtlFile:             0x15,
 	KindPayloadFile:         0x18, // + artifact index, up to 0x1f
 	KindLeaseFile:           0x20,
+	KindIncomingEntryDir:    inoClassIncomingDir,
+	KindIncomingFile:        inoClassIncomingFile,
+	KindIncomingCtlFile:     inoClassIncomingCtl,
+	KindIncomingStatusFile:  inoClassIncomingStatus,
 }
 
 // Node identifies one object of the tree by kind and persistent identity,
@@ -204,6 +219,8 @@ func (n Node) Ino() uint64 {
 		return InoRetiring
 	case KindIndexFile:
 		return InoIndex
+	case KindIncomingDir:
+		return InoIncoming
 	}
 	class := inoClass[n.kind]
 	if n.kind == KindPayloadFile {
@@ -222,6 +239,8 @@ func (n Node) String() string {
 		return fmt.Sprintf("%s %s/%s", n.kind, store.GenerationID(n.num), n.name)
 	case KindLeaseFile:
 		return fmt.Sprintf("%s %s (seq %d)", n.kind, n.name, n.num)
+	case KindIncomingEntryDir, KindIncomingFile, KindIncomingCtlFile, KindIncomingStatusFile:
+		return fmt.Sprintf("%s %s", n.kind, n.name)
 	}
 	if g := n.Generation(); g != 0 {
 		return fmt.Sprintf("%s %s", n.kind, g)

@@ -12,9 +12,11 @@ import (
 type OpenFlags struct {
 	Write    bool // O_WRONLY or O_RDWR
 	Truncate bool // O_TRUNC
+	Append   bool // O_APPEND: only incoming files take it
 }
 
-// Handle is an open file. Exactly one of Data, File and Snapshot is set.
+// Handle is an open file. Exactly one of Data, File, Snapshot and
+// Incoming is set.
 type Handle struct {
 	// Data is the content of a text, lease or ctl file, rendered at open:
 	// the handle keeps reading this snapshot, so adapters serve it without
@@ -33,11 +35,16 @@ type Handle struct {
 	// handle's command stream. Adapters pass it every write(2) and call
 	// its Flush at each close (FLUSH) and at RELEASE.
 	Commands *Commands
+	// Incoming is an open file of an incoming directory: the adapter reads
+	// and writes its backing file, closes it and calls Released.
+	Incoming *IncomingFile
 }
 
 // isWritable reports whether n takes writes: lease files (`pid N`,
 // `kill`) and ctl files (`tombstone`, `lift`, `retire`).
-func (n Node) isWritable() bool { return n.kind == KindLeaseFile || n.kind == KindCtlFile }
+func (n Node) isWritable() bool {
+	return n.kind == KindLeaseFile || n.kind == KindCtlFile || n.kind == KindIncomingCtlFile
+}
 
 // isLeaseNode reports whether n is a writable file or a leases directory:
 // the nodes that accept a change of times (and, for files, of size) as a
@@ -57,6 +64,8 @@ func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 	switch {
 	case n.IsDir():
 		return Handle{}, fmt.Errorf("open %s: %w", n, ErrIsDir)
+	case n.kind == KindIncomingFile:
+		return f.openIncoming(n, fl, c)
 	case fl.Write || fl.Truncate:
 		if err := f.authorize(c, "open "+n.String()+" for writing"); err != nil {
 			return Handle{}, err
@@ -136,6 +145,9 @@ func (f *FS) Allocate(n Node, c Caller) error {
 	if err := f.authorize(c, "fallocate "+n.String()); err != nil {
 		return err
 	}
+	if n.kind == KindIncomingFile {
+		return f.incomingChange(n.incomingDirName(), func() error { return nil })
+	}
 	return fmt.Errorf("fallocate %s: %w", n, ErrNotSupported)
 }
 
@@ -170,6 +182,9 @@ func (f *FS) Create(dir Node, name string, excl bool, c Caller) (cr Created, err
 	defer func() { f.refusals.note(dir.Generation(), "create "+name, err) }()
 	if err := f.authorize(c, fmt.Sprintf("create %q in %s", name, dir)); err != nil {
 		return Created{}, err
+	}
+	if dir.kind == KindIncomingEntryDir {
+		return f.createIncoming(dir, name, excl)
 	}
 	existing, err := f.Lookup(dir, name)
 	switch {
@@ -224,10 +239,14 @@ type Created struct {
 	// Commands is the command stream of the lease file's new handle (a
 	// create opens for writing); nil with Data.
 	Commands *Commands
+	// Incoming is the open of a created incoming file.
+	Incoming *IncomingFile
 }
 
-// Handle is the open handle of a created lease file.
-func (cr Created) Handle() Handle { return Handle{Data: cr.Data, Commands: cr.Commands} }
+// Handle is the open handle of a created lease or incoming file.
+func (cr Created) Handle() Handle {
+	return Handle{Data: cr.Data, Commands: cr.Commands, Incoming: cr.Incoming}
+}
 
 func (f *FS) createdLease(n Node, l store.Lease) (Created, error) {
 	a, data, err := f.leaseAttr(n, l)
@@ -259,6 +278,8 @@ func (f *FS) Remove(dir Node, name string, c Caller) (err error) {
 		return lerr
 	case n.IsDir():
 		return fmt.Errorf("unlink %s: %w", n, ErrIsDir)
+	case dir.kind == KindIncomingEntryDir:
+		return f.removeIncoming(dir, name)
 	case n.kind != KindLeaseFile:
 		return fmt.Errorf("unlink %s: only lease files can be removed: %w", n, ErrNotPermitted)
 	}
@@ -293,6 +314,8 @@ func (f *FS) Rmdir(dir Node, name string, c Caller) (err error) {
 		return lerr
 	case !n.IsDir():
 		return fmt.Errorf("rmdir %s: %w", n, ErrNotDir)
+	case n.kind == KindIncomingEntryDir:
+		return f.rmdirIncoming(name)
 	case n.kind != KindGenerationDir:
 		return fmt.Errorf("rmdir %s: %w", n, ErrNotPermitted)
 	}
@@ -330,6 +353,20 @@ func (f *FS) MakeEntry(dir Node, name string, c Caller) error {
 	return fmt.Errorf("make %q in %s: %w", name, dir, ErrNotPermitted)
 }
 
+// Mkdir is mkdir(2) of name in dir by c: in incoming/ it makes an
+// incoming directory (store.MakeIncoming, durable when it returns) and
+// returns its node; elsewhere it is MakeEntry. Errors: MakeEntry's, and
+// store.ErrInvalidID, store.ErrExists.
+func (f *FS) Mkdir(dir Node, name string, c Caller) (Node, error) {
+	if dir.kind != KindIncomingDir {
+		return Node{}, f.MakeEntry(dir, name, c)
+	}
+	if err := f.authorize(c, fmt.Sprintf("mkdir %q in %s", name, dir)); err != nil {
+		return Node{}, err
+	}
+	return f.makeIncoming(name)
+}
+
 // RenameFlags are the flags of renameat2(2), decoded by the adapter.
 type RenameFlags uint32
 
@@ -365,6 +402,8 @@ func (f *FS) Rename(oldDir Node, oldName string, newDir Node, newName string, fl
 	switch {
 	case lerr != nil:
 		return lerr
+	case oldDir.kind == KindIncomingEntryDir:
+		return f.renameIncoming(oldDir, oldName, newDir, newName, flags)
 	case flags&^RenameNoReplace != 0:
 		return fmt.Errorf("rename %s with flags %#x: %w", src, uint32(flags), ErrNotPermitted)
 	case src.kind != KindGenerationDir || oldName != newName:

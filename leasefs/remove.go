@@ -28,6 +28,8 @@ func (f *FS) CheckRemove(dir Node, name string, c Caller) error {
 	switch {
 	case err != nil:
 		return err
+	case n.kind == KindIncomingFile || n.kind == KindIncomingEntryDir:
+		return nil // removed and renamed like files of any directory
 	case n.kind != KindLeaseFile && n.kind != KindGenerationDir:
 		return fmt.Errorf("remove %s: only lease files and generation directories leave their directory: %w", n, ErrNotPermitted)
 	case n.kind == KindLeaseFile:

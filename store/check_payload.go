@@ -211,6 +211,11 @@ func (c *checker) artifacts(s *Store, g Generation, jobs []digestJob) ([]digestJ
 		f, err := s.openPayloadFile(g.ID, a.Name)
 		switch {
 		case errors.Is(err, ErrUnsafePath): // hard links (a symlink swapped in since Lstat: the detail says so)
+			if other, fix := s.incomingLink(p); fix != nil {
+				i := c.add(ProblemArtifactLinks, subject, "%v: the other is %s, left by a publication of that incoming directory interrupted after its commit; repair removes it", err, other)
+				c.fixFiles[i] = fix
+				continue
+			}
 			c.add(ProblemArtifactLinks, subject, "%v", err)
 			continue
 		case err != nil:

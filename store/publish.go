@@ -53,7 +53,7 @@ import (
 // A failed fsync or commit makes the store read-only (durable.go): what
 // the disk holds is unknown until a restart reads it again.
 func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation, error) {
-	g, _, err := s.publish(captureDir, class, true)
+	g, _, err := s.publish(captureDir, class, true, false)
 	return g, s.readOnlyAfterSync(err)
 }
 
@@ -67,13 +67,16 @@ func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation
 // (to hash them, before any copy). Errors are Publish's; a capture that
 // changes while it is hashed is refused with ErrCaptureChanged.
 func (s *Store) PublishIfNew(captureDir string, class *templatekey.Class) (g Generation, published bool, err error) {
-	g, published, err = s.publish(captureDir, class, false)
+	g, published, err = s.publish(captureDir, class, false, false)
 	return g, published, s.readOnlyAfterSync(err)
 }
 
 // publish is Publish (duplicate true) and PublishIfNew (false), but for
-// the read-only policy on a failed fsync.
-func (s *Store) publish(captureDir string, class *templatekey.Class, duplicate bool) (Generation, bool, error) {
+// the read-only policy on a failed fsync. With link (PublishIncoming: the
+// capture is on the store's disk) step 3 hashes and fsyncs each artifact
+// where it is (hashArtifact), and after step 4 hard-links them into
+// staging/<gen>/ (linkArtifacts) instead of copying them.
+func (s *Store) publish(captureDir string, class *templatekey.Class, duplicate, link bool) (Generation, bool, error) {
 	c, err := s.openCapture(captureDir)
 	if err != nil {
 		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
@@ -132,7 +135,12 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, duplicate b
 		}
 	}()
 	for _, f := range c.Files {
-		digest, err := copyArtifact(filepath.Join(staging, f.Name), f.File, f.Size)
+		var digest string
+		if link {
+			digest, err = hashArtifact(f)
+		} else {
+			digest, err = copyArtifact(filepath.Join(staging, f.Name), f.File, f.Size)
+		}
 		if err != nil {
 			return Generation{}, false, fmt.Errorf("publish %s: %s: %w", captureDir, f.Name, err)
 		}
@@ -147,6 +155,11 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, duplicate b
 	}
 	if err := checkUnchanged(c, before); err != nil {
 		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
+	}
+	if link {
+		if err := linkArtifacts(staging, c); err != nil {
+			return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
+		}
 	}
 	if err := syncDirAt(faultPublishFsyncStage, staging); err != nil {
 		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)

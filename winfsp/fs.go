@@ -203,7 +203,11 @@ func (f *fileSystem) Readdir(p string, fill func(name string, st *fuse.Stat_t, o
 }
 
 func openFlags(flags int) leasefs.OpenFlags {
-	return leasefs.OpenFlags{Write: flags&fuse.O_ACCMODE != fuse.O_RDONLY, Truncate: flags&fuse.O_TRUNC != 0}
+	return leasefs.OpenFlags{
+		Write:    flags&fuse.O_ACCMODE != fuse.O_RDONLY,
+		Truncate: flags&fuse.O_TRUNC != 0,
+		Append:   flags&fuse.O_APPEND != 0,
+	}
 }
 
 // Open opens a file with leasefs.FS.Open: a payload's backing file, or a
@@ -237,7 +241,7 @@ func (f *fileSystem) Create(p string, flags int, mode uint32) (int, uint64) {
 		return f.refuse("create", p, err), noHandle
 	}
 	h := cr.Handle()
-	if cr.Data == nil {
+	if cr.Data == nil && cr.Incoming == nil {
 		if h, err = f.lfs.Open(cr.Node, openFlags(flags), c); err != nil {
 			return f.refuse("open", p, err), noHandle
 		}
@@ -245,11 +249,15 @@ func (f *fileSystem) Create(p string, flags int, mode uint32) (int, uint64) {
 	return 0, f.add(cr.Node, h)
 }
 
-// file returns the open file behind a handle: a payload's backing file
-// or store.db's index snapshot; nil for a rendered text.
+// file returns the open file behind a handle: a payload's or incoming
+// file's backing file or store.db's index snapshot; nil for a rendered
+// text.
 func (h *handle) file() *os.File {
-	if h.h.File != nil {
+	switch {
+	case h.h.File != nil:
 		return h.h.File
+	case h.h.Incoming != nil:
+		return h.h.Incoming.File
 	}
 	return h.h.Snapshot
 }
@@ -278,6 +286,9 @@ func (f *fileSystem) Read(p string, buff []byte, ofst int64, fh uint64) int {
 // lease and ctl files for writing; every other open refuses writing).
 func (f *fileSystem) Write(p string, buff []byte, ofst int64, fh uint64) int {
 	h, ok := f.get(fh)
+	if ok && h.h.Incoming != nil {
+		return writeIncoming(h.h.Incoming, buff, ofst)
+	}
 	if !ok || h.h.Commands == nil {
 		return -fuse.EBADF
 	}
@@ -301,9 +312,14 @@ func (f *fileSystem) Flush(p string, fh uint64) int {
 	return f.refuse("close", p, h.h.Commands.Flush())
 }
 
-// Fsync has nothing to sync: every command is durable when its write (or
-// close) returns.
-func (f *fileSystem) Fsync(p string, datasync bool, fh uint64) int { return 0 }
+// Fsync syncs an incoming file's backing file; otherwise there is nothing
+// to sync: every command is durable when its write (or close) returns.
+func (f *fileSystem) Fsync(p string, datasync bool, fh uint64) int {
+	if h, ok := f.get(fh); ok && h.h.Incoming != nil {
+		return syncIncoming(h.h.Incoming)
+	}
+	return 0
+}
 
 // Release runs what no Flush ran (its error reaches no one and is only
 // logged), closes the handle's file, if any, and forgets the handle.
@@ -318,22 +334,23 @@ func (f *fileSystem) Release(p string, fh uint64) int {
 		f.refuse("release", p, h.h.Commands.Flush())
 	case h.file() != nil:
 		h.file().Close()
+		if h.h.Incoming != nil {
+			h.h.Incoming.Released()
+		}
 	}
 	return 0
 }
 
-// setattr applies one attribute change with leasefs.FS.SetAttr.
+// setattr applies one attribute change with leasefs.FS.SetAttr, or
+// leasefs.FS.SetIncomingAttr below incoming/ (with size and times).
 func (f *fileSystem) setattr(op, p string, fh uint64, ch leasefs.AttrChange) int {
-	n, err := f.node(p, fh)
-	if err != nil {
-		return errnoOf(err)
-	}
-	return f.refuse(op, p, f.lfs.SetAttr(n, ch, f.callerOf()))
+	return f.setattrIncoming(op, p, fh, ch, 0, nil)
 }
 
-// Truncate is a no-op on lease and ctl files; leasefs refuses the rest.
+// Truncate is a no-op on lease and ctl files and truncates incoming
+// files; leasefs refuses the rest.
 func (f *fileSystem) Truncate(p string, size int64, fh uint64) int {
-	return f.setattr("truncate", p, fh, leasefs.ChangeSize)
+	return f.setattrIncoming("truncate", p, fh, leasefs.ChangeSize, size, nil)
 }
 
 // Chmod is refused by leasefs (EROFS, or EPERM on lease nodes).
@@ -358,12 +375,12 @@ func (f *fileSystem) Chown3(p string, uid, gid uint32, fh uint64) int {
 
 // Utimens is a no-op on lease nodes (touch) and refused elsewhere.
 func (f *fileSystem) Utimens(p string, tmsp []fuse.Timespec) int {
-	return f.setattr("utimens", p, noHandle, leasefs.ChangeTimes)
+	return f.setattrIncoming("utimens", p, noHandle, leasefs.ChangeTimes, 0, tmsp)
 }
 
 // Utimens3 is Utimens with the open handle's node (FUSE3).
 func (f *fileSystem) Utimens3(p string, tmsp []fuse.Timespec, fh uint64) int {
-	return f.setattr("utimens", p, fh, leasefs.ChangeTimes)
+	return f.setattrIncoming("utimens", p, fh, leasefs.ChangeTimes, 0, tmsp)
 }
 
 // Access lets the kernel's and WinFsp's checks through, except DELETE_OK
@@ -411,8 +428,16 @@ func (f *fileSystem) makeEntry(op, p string) int {
 	return f.refuse(op, p, f.lfs.MakeEntry(dir, name, f.callerOf()))
 }
 
-// Mkdir is refused (EPERM, or EEXIST for an existing name).
-func (f *fileSystem) Mkdir(p string, mode uint32) int { return f.makeEntry("mkdir", p) }
+// Mkdir makes an incoming directory under incoming/ (leasefs.FS.Mkdir);
+// elsewhere it is refused (EPERM, or EEXIST for an existing name).
+func (f *fileSystem) Mkdir(p string, mode uint32) int {
+	dir, name, err := f.parent(p)
+	if err != nil {
+		return errnoOf(err)
+	}
+	_, err = f.lfs.Mkdir(dir, name, f.callerOf())
+	return f.refuse("mkdir", p, err)
+}
 
 // Mknod is refused, as Mkdir.
 func (f *fileSystem) Mknod(p string, mode uint32, dev uint64) int { return f.makeEntry("mknod", p) }

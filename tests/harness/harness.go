@@ -76,7 +76,8 @@ func ModuleRoot(tb testing.TB) string {
 // ./cmd/templatefs with `go build` the first time it is called in this
 // process (with -race when the tests are built with -race, and with the
 // clockskew tag when they are, so the binary reads the same moved clock as
-// the test: internal/hostclock). Failures end the test.
+// the test: internal/hostclock; with the fuse3 tag when they are, so
+// --backend cgofuse works). Failures end the test.
 func Binary(tb testing.TB) string {
 	tb.Helper()
 	build.once.Do(func() {
@@ -90,8 +91,15 @@ func Binary(tb testing.TB) string {
 		if raceEnabled {
 			args = append(args, "-race")
 		}
+		var tags []string
 		if hostclock.Tagged {
-			args = append(args, "-tags", "clockskew")
+			tags = append(tags, "clockskew")
+		}
+		if CgofuseBuilt {
+			tags = append(tags, "fuse3")
+		}
+		if len(tags) > 0 {
+			args = append(args, "-tags", strings.Join(tags, ","))
 		}
 		cmd := exec.Command("go", append(args, "./cmd/templatefs")...)
 		cmd.Dir = root
