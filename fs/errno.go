@@ -45,6 +45,8 @@ func toSyscall(e leasefs.Errno) syscall.Errno {
 		return syscall.ENOSPC
 	case leasefs.EOPNOTSUPP:
 		return syscall.EOPNOTSUPP
+	case leasefs.ENOTCONN:
+		return syscall.ENOTCONN
 	}
 	return syscall.EIO
 }

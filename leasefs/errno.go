@@ -35,12 +35,13 @@ const (
 	EIO
 	ENOSPC
 	EOPNOTSUPP
+	ENOTCONN
 )
 
 var errnoNames = [...]string{
 	OK: "OK", ENOENT: "ENOENT", EEXIST: "EEXIST", EPERM: "EPERM", EACCES: "EACCES", EINVAL: "EINVAL", EBUSY: "EBUSY",
 	EROFS: "EROFS", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EOVERFLOW: "EOVERFLOW", ESRCH: "ESRCH", ETIMEDOUT: "ETIMEDOUT", EIO: "EIO",
-	ENOSPC: "ENOSPC", EOPNOTSUPP: "EOPNOTSUPP",
+	ENOSPC: "ENOSPC", EOPNOTSUPP: "EOPNOTSUPP", ENOTCONN: "ENOTCONN",
 }
 
 // errnoDocs says what each Errno means on the mount.
@@ -61,6 +62,7 @@ var errnoDocs = [...]string{
 	EIO:        "store I/O failed or the index is damaged (including a malformed settings row; damage found while mounted also makes the store read-only); an error without a row in the table is logged with its whole chain",
 	ENOSPC:     "the store's file system is full: the change was not made",
 	EOPNOTSUPP: "the tree has no such operation for any file: fallocate(2) of a lease or ctl file",
+	ENOTCONN:   "the daemon serving this (detached) mount has stopped and released the store to a new daemon: files opened before keep reading, anything else (lookup, stat, listing, a new open, a write to an open lease or ctl file) fails; a killed daemon's dead mount gives it too, from the kernel",
 }
 
 // String returns the errno's name, e.g. "EROFS".
@@ -139,6 +141,7 @@ var errnoTable = []ErrnoRow{
 	{ErrInoOverflow, "leasefs.ErrInoOverflow", EOVERFLOW, "generation ID or sequence number above 2^56-1 has no inode number"},
 	{fs.ErrInvalid, "fs.ErrInvalid", EINVAL, "a path given to Walk is not an io/fs path"},
 	{syscall.ENOSPC, "syscall.ENOSPC", ENOSPC, "a lease, bind, release, tombstone, lift or retirement found the store's file system full (a payload write or an index commit); nothing changed. A failed index commit also makes the store read-only"},
+	{ErrDetached, "leasefs.ErrDetached", ENOTCONN, "any lookup, stat, listing, open, xattr read, or write to an open lease or ctl file served by a daemon that got SIGTERM or SIGINT: it has detached its mount and closed the store (a new daemon may own it, at the same mountpoint); open payload files, index snapshots and texts keep reading; nothing changes"},
 	{syscall.EIO, "syscall.EIO", EIO, "a payload write, fsync or index commit of the store failed with an I/O error; nothing changed. A failed fsync or commit also makes the store read-only (`store` shows the reason) until the daemon restarts"},
 }
 

@@ -47,6 +47,8 @@ func toFuse(e leasefs.Errno) int {
 		return -fuse.ENOSPC
 	case leasefs.EOPNOTSUPP:
 		return -fuse.EOPNOTSUPP
+	case leasefs.ENOTCONN:
+		return -fuse.ENOTCONN
 	}
 	return -fuse.EIO
 }
