@@ -30,10 +30,12 @@ type node struct {
 	ln  leasefs.Node
 	// noPassthrough is MountOptions.NoPassthrough, inherited by every node.
 	noPassthrough bool
+	// open is MountOptions.OpenFiles (nil: not counted), inherited by every node.
+	open *OpenFiles
 }
 
 func (n *node) newChild(ctx context.Context, child leasefs.Node) *fusefs.Inode {
-	return n.NewInode(ctx, &node{lfs: n.lfs, ln: child, noPassthrough: n.noPassthrough}, n.stableAttr(child))
+	return n.NewInode(ctx, &node{lfs: n.lfs, ln: child, noPassthrough: n.noPassthrough, open: n.open}, n.stableAttr(child))
 }
 
 // retiredGen is the StableAttr.Gen of a generation directory under
@@ -141,12 +143,19 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 }
 
 // Getattr reports leasefs.FS.Attr: real sizes, blocks and record times.
+// An open payload answers from the attributes taken at its open: payloads
+// never change, and fstat(2) (or the kernel's revalidation before a read)
+// must keep working on a generation since retired, or after the daemon
+// detached (leasefs.ErrDetached).
 var _ = (fusefs.NodeGetattrer)((*node)(nil))
 
 func (n *node) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	a, err := n.lfs.Attr(n.ln)
-	if err != nil {
-		return errnoOf(err)
+	a, ok := payloadAttr(fh)
+	if !ok {
+		var err error
+		if a, err = n.lfs.Attr(n.ln); err != nil {
+			return errnoOf(err)
+		}
 	}
 	fillAttr(n.ln, a, &out.Attr)
 	out.SetTimeout(timeout(n.ln))
@@ -184,19 +193,39 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	case err != nil:
 		return nil, 0, errnoOf(err)
 	}
-	return n.handle(h)
+	var attr leasefs.Attr
+	if h.File != nil {
+		if attr, err = n.lfs.Attr(n.ln); err != nil {
+			h.File.Close()
+			return nil, 0, errnoOf(err)
+		}
+	}
+	return n.handle(h, attr)
 }
 
-// handle wraps an opened leasefs.Handle with its open flags. Payloads get a
+// payloadAttr returns the attributes an open payload handle fh took at
+// open, if it is one.
+func payloadAttr(fh fusefs.FileHandle) (leasefs.Attr, bool) {
+	switch p := fh.(type) {
+	case *payloadFile:
+		return p.attr, true
+	case *passthroughFile:
+		return p.attr, true
+	}
+	return leasefs.Attr{}, false
+}
+
+// handle wraps an opened leasefs.Handle with its open flags; a payload's
+// handle keeps attr, its attributes at open (Getattr). Payloads get a
 // handle without PassthroughFd when passthrough is off, so go-fuse never
 // asks the kernel to register the backing file. Only an open for writing
 // of a lease or ctl file has something to do at close (a final command
 // without a newline, leasefs.Commands.Flush); every other open sets
 // FOPEN_NOFLUSH, so its close(2) costs no FLUSH round trip.
-func (n *node) handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errno) {
+func (n *node) handle(h leasefs.Handle, attr leasefs.Attr) (fusefs.FileHandle, uint32, syscall.Errno) {
 	const cached, direct = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH
 	if h.File != nil {
-		pf := &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.File)}
+		pf := &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.File), attr: attr, open: opened(n.open.counter(true))}
 		if n.noPassthrough {
 			return pf, cached, 0
 		}
@@ -205,12 +234,13 @@ func (n *node) handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errn
 	if h.Snapshot != nil {
 		// Read from the fd like a payload, but never cached or passed
 		// through: each open has its own snapshot.
-		return &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.Snapshot)}, direct, 0
+		return &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.Snapshot), open: opened(n.open.counter(false))}, direct, 0
 	}
+	text := textFile{data: h.Data, open: opened(n.open.counter(false))}
 	if h.Commands != nil {
-		return &commandFile{textFile: textFile{data: h.Data}, n: n, cmd: h.Commands}, fuse.FOPEN_DIRECT_IO, 0
+		return &commandFile{textFile: text, n: n, cmd: h.Commands}, fuse.FOPEN_DIRECT_IO, 0
 	}
-	return &textFile{data: h.Data}, direct, 0
+	return &text, direct, 0
 }
 
 // Create acquires a lease (generations/<gen>/leases/<clone-id> or
@@ -236,7 +266,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 			return nil, nil, 0, n.refuse("open", name, err)
 		}
 	}
-	fh, fl, _ := n.handle(h)
+	fh, fl, _ := n.handle(h, leasefs.Attr{})
 	return n.newChild(ctx, cr.Node), fh, fl, 0
 }
 
@@ -377,7 +407,7 @@ func (n *node) Write(ctx context.Context, fh fusefs.FileHandle, data []byte, off
 // invalidateGeneration drops its old dentries, whether or not a later
 // command was refused.
 func (n *node) afterCommands(errno syscall.Errno) syscall.Errno {
-	if n.ln.Kind() == leasefs.KindCtlFile {
+	if n.ln.Kind() == leasefs.KindCtlFile && !n.lfs.Detached() {
 		n.invalidateGeneration(n.ln.Generation().String())
 	}
 	return errno

@@ -26,6 +26,8 @@ const noHandle = ^uint64(0)
 type handle struct {
 	node leasefs.Node
 	h    leasefs.Handle
+	// attr is a payload's attributes at open (Getattr); zero otherwise.
+	attr leasefs.Attr
 }
 
 // fileSystem is the cgofuse FileSystemInterface over one leasefs.FS. Every
@@ -87,12 +89,37 @@ func (f *fileSystem) refuse(op, p string, err error) int {
 	return toFuse(f.lfs.Refuse(op, rel(p), err))
 }
 
-func (f *fileSystem) add(n leasefs.Node, h leasefs.Handle) uint64 {
+// add records open handle h of n and returns its number. A payload's
+// handle also takes the node's attributes now, for Getattr; if they
+// cannot be read, its file is closed and add returns the errno.
+func (f *fileSystem) add(n leasefs.Node, h leasefs.Handle) (int, uint64) {
+	var attr leasefs.Attr
+	if h.File != nil {
+		var err error
+		if attr, err = f.lfs.Attr(n); err != nil {
+			h.File.Close()
+			return errnoOf(err), noHandle
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.next++
-	f.handles[f.next] = &handle{node: n, h: h}
-	return f.next
+	f.handles[f.next] = &handle{node: n, h: h, attr: attr}
+	return 0, f.next
+}
+
+// openFiles counts the open handles: of payload files, and of all others.
+func (f *fileSystem) openFiles() (payload, other int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, h := range f.handles {
+		if h.h.File != nil {
+			payload++
+		} else {
+			other++
+		}
+	}
+	return payload, other
 }
 
 func (f *fileSystem) get(fh uint64) (*handle, bool) {
@@ -141,10 +168,18 @@ func (f *fileSystem) Statfs(p string, st *fuse.Statfs_t) int {
 }
 
 // Getattr reports leasefs.FS.Attr of the open handle's node, else of the
-// path's.
+// path's. An open payload answers from the attributes taken at its open:
+// payloads never change, and fstat(2) (or the kernel's revalidation
+// before a read, libfuse's auto_inval_data) must keep working on a
+// generation since retired, or after the daemon detached
+// (leasefs.ErrDetached).
 func (f *fileSystem) Getattr(p string, st *fuse.Stat_t, fh uint64) int {
 	if f.requests != nil {
 		f.requests.Add(1)
+	}
+	if h, ok := f.get(fh); ok && fh != noHandle && h.h.File != nil {
+		fillStat(h.attr, st)
+		return 0
 	}
 	n, err := f.node(p, fh)
 	if err != nil {
@@ -221,7 +256,7 @@ func (f *fileSystem) Open(p string, flags int) (int, uint64) {
 	case err != nil:
 		return errnoOf(err), noHandle
 	}
-	return 0, f.add(n, h)
+	return f.add(n, h)
 }
 
 // Create acquires a lease with leasefs.FS.Create and opens it; elsewhere
@@ -242,7 +277,7 @@ func (f *fileSystem) Create(p string, flags int, mode uint32) (int, uint64) {
 			return f.refuse("open", p, err), noHandle
 		}
 	}
-	return 0, f.add(cr.Node, h)
+	return f.add(cr.Node, h)
 }
 
 // file returns the open file behind a handle: a payload's backing file
