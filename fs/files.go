@@ -20,7 +20,7 @@ import (
 // read-only the kernel refuses a writable shared mapping itself.
 type payloadFile struct {
 	lf   *fusefs.LoopbackFile
-	attr leasefs.Attr  // a payload's attributes at open (node.Getattr); zero for an index snapshot
+	held *atomic.Int32 // a payload node's count of open handles (node.held); nil for an index snapshot
 	open *atomic.Int64 // the mount's count of such open handles (OpenFiles), or nil
 }
 
@@ -71,6 +71,9 @@ func (p *passthroughFile) PassthroughFd() (int, bool) { return p.lf.PassthroughF
 var _ = (fusefs.FileReleaser)((*payloadFile)(nil))
 
 func (p *payloadFile) Release(ctx context.Context) syscall.Errno {
+	if p.held != nil {
+		p.held.Add(-1)
+	}
 	closed(p.open)
 	return p.lf.Release(ctx)
 }

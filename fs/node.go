@@ -5,6 +5,7 @@ package fs
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,13 @@ type node struct {
 	noPassthrough bool
 	// open is MountOptions.OpenFiles (nil: not counted), inherited by every node.
 	open *OpenFiles
+	// held counts a payload node's open handles, and heldAttr holds its
+	// attributes from its first open: while a handle is open, Getattr
+	// answers from them when leasefs cannot (the daemon has detached, or
+	// the generation was retired), so fstat(2) of an open payload keeps
+	// working. Payloads never change.
+	held     atomic.Int32
+	heldAttr atomic.Pointer[leasefs.Attr]
 }
 
 func (n *node) newChild(ctx context.Context, child leasefs.Node) *fusefs.Inode {
@@ -142,20 +150,19 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 	return n.newChild(ctx, child), 0
 }
 
-// Getattr reports leasefs.FS.Attr: real sizes, blocks and record times.
-// An open payload answers from the attributes taken at its open: payloads
-// never change, and fstat(2) (or the kernel's revalidation before a read)
-// must keep working on a generation since retired, or after the daemon
-// detached (leasefs.ErrDetached).
+// Getattr reports leasefs.FS.Attr: real sizes, blocks and record times;
+// for a payload with an open handle, the attributes of its open (held) if
+// leasefs fails.
 var _ = (fusefs.NodeGetattrer)((*node)(nil))
 
 func (n *node) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	a, ok := payloadAttr(fh)
-	if !ok {
-		var err error
-		if a, err = n.lfs.Attr(n.ln); err != nil {
+	a, err := n.lfs.Attr(n.ln)
+	if err != nil {
+		held := n.heldAttr.Load()
+		if held == nil || n.held.Load() == 0 {
 			return errnoOf(err)
 		}
+		a = *held
 	}
 	fillAttr(n.ln, a, &out.Attr)
 	out.SetTimeout(timeout(n.ln))
@@ -193,39 +200,28 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	case err != nil:
 		return nil, 0, errnoOf(err)
 	}
-	var attr leasefs.Attr
-	if h.File != nil {
-		if attr, err = n.lfs.Attr(n.ln); err != nil {
+	if h.File != nil && n.heldAttr.Load() == nil {
+		a, err := n.lfs.Attr(n.ln)
+		if err != nil {
 			h.File.Close()
 			return nil, 0, errnoOf(err)
 		}
+		n.heldAttr.Store(&a)
 	}
-	return n.handle(h, attr)
+	return n.handle(h)
 }
 
-// payloadAttr returns the attributes an open payload handle fh took at
-// open, if it is one.
-func payloadAttr(fh fusefs.FileHandle) (leasefs.Attr, bool) {
-	switch p := fh.(type) {
-	case *payloadFile:
-		return p.attr, true
-	case *passthroughFile:
-		return p.attr, true
-	}
-	return leasefs.Attr{}, false
-}
-
-// handle wraps an opened leasefs.Handle with its open flags; a payload's
-// handle keeps attr, its attributes at open (Getattr). Payloads get a
+// handle wraps an opened leasefs.Handle with its open flags. Payloads get a
 // handle without PassthroughFd when passthrough is off, so go-fuse never
 // asks the kernel to register the backing file. Only an open for writing
 // of a lease or ctl file has something to do at close (a final command
 // without a newline, leasefs.Commands.Flush); every other open sets
 // FOPEN_NOFLUSH, so its close(2) costs no FLUSH round trip.
-func (n *node) handle(h leasefs.Handle, attr leasefs.Attr) (fusefs.FileHandle, uint32, syscall.Errno) {
+func (n *node) handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errno) {
 	const cached, direct = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH
 	if h.File != nil {
-		pf := &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.File), attr: attr, open: opened(n.open.counter(true))}
+		n.held.Add(1)
+		pf := &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.File), held: &n.held, open: opened(n.open.counter(true))}
 		if n.noPassthrough {
 			return pf, cached, 0
 		}
@@ -266,7 +262,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 			return nil, nil, 0, n.refuse("open", name, err)
 		}
 	}
-	fh, fl, _ := n.handle(h, leasefs.Attr{})
+	fh, fl, _ := n.handle(h)
 	return n.newChild(ctx, cr.Node), fh, fl, 0
 }
 

@@ -76,7 +76,8 @@ func ModuleRoot(tb testing.TB) string {
 // ./cmd/templatefs with `go build` the first time it is called in this
 // process (with -race when the tests are built with -race, and with the
 // clockskew tag when they are, so the binary reads the same moved clock as
-// the test: internal/hostclock). Failures end the test.
+// the test: internal/hostclock), and with fuse3 when they are, so daemons
+// can serve with --backend cgofuse (HasCgofuse). Failures end the test.
 func Binary(tb testing.TB) string {
 	tb.Helper()
 	build.once.Do(func() {
@@ -90,8 +91,15 @@ func Binary(tb testing.TB) string {
 		if raceEnabled {
 			args = append(args, "-race")
 		}
+		var tags []string
 		if hostclock.Tagged {
-			args = append(args, "-tags", "clockskew")
+			tags = append(tags, "clockskew")
+		}
+		if fuse3Enabled {
+			tags = append(tags, "fuse3")
+		}
+		if len(tags) > 0 {
+			args = append(args, "-tags", strings.Join(tags, ","))
 		}
 		cmd := exec.Command("go", append(args, "./cmd/templatefs")...)
 		cmd.Dir = root
@@ -104,6 +112,10 @@ func Binary(tb testing.TB) string {
 	}
 	return build.bin
 }
+
+// HasCgofuse reports whether the binary has the cgofuse backend (the tests
+// are built with -tags fuse3).
+func HasCgofuse() bool { return fuse3Enabled }
 
 // Command returns an unstarted templatefs command with args, inheriting
 // the test's environment; callers may add to Env (for example a fail
