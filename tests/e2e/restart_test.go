@@ -213,3 +213,48 @@ func testRestart(t *testing.T, mountArgs []string, variant string) {
 	d.Stop()
 	s.fsckClean(t)
 }
+
+// TestSignalWhileMounting sends SIGTERM at a range of moments while the
+// daemon is starting, on each backend: whenever it lands, the daemon must
+// end without leaving a mount (dead or alive) behind, and with the store
+// lock released (fsck opens the store).
+func TestSignalWhileMounting(t *testing.T) {
+	harness.RequireFUSE(t)
+	for _, b := range restartBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			s := newSession(t)
+			s.publish(t)
+			for _, delay := range []time.Duration{0, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond} {
+				cmd := harness.Command(t, append(append([]string{"mount"}, b.args...), s.store, s.mnt)...)
+				var log harness.SyncBuffer
+				cmd.Stdout, cmd.Stderr = &log, &log
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(delay)
+				cmd.Process.Signal(syscall.SIGTERM)
+				done := make(chan error, 1)
+				go func() { done <- cmd.Wait() }()
+				select {
+				case err := <-done:
+					// exit 0, or killed by SIGTERM before the daemon caught signals
+					if ee, ok := err.(*exec.ExitError); err != nil && (!ok || ee.ExitCode() != -1) {
+						t.Errorf("SIGTERM %v after start: %v\n%s", delay, err, log.String())
+					}
+				case <-time.After(harness.StopTimeout):
+					cmd.Process.Kill()
+					<-done
+					harness.Unmount(t, s.mnt)
+					t.Fatalf("SIGTERM %v after start: still running after %v\n%s", delay, harness.StopTimeout, log.String())
+				}
+				if harness.IsMounted(t, s.mnt) {
+					harness.Unmount(t, s.mnt)
+					t.Errorf("SIGTERM %v after start left %s mounted\n%s", delay, s.mnt, log.String())
+				}
+				if r := harness.RunStatus(t, "fsck", s.store); r.Code != 0 {
+					t.Errorf("fsck after SIGTERM %v after start: %v", delay, r)
+				}
+			}
+		})
+	}
+}
