@@ -137,10 +137,13 @@ func TestSystemdRestart(t *testing.T) {
 	c := startClone(t, s.path("generations", gen, "payload", "memory.bin"))
 
 	old.Signal(syscall.SIGTERM)
-	n.await(t, "STOPPING=1")
+	if seen := n.await(t, "STOPPING=1"); !slices.Contains(seen, "STATUS=serving "+s.mnt) {
+		t.Errorf("no STATUS line naming the mountpoint before STOPPING=1: %q", seen)
+	}
 	if r := old.Wait(harness.StopTimeout); r.Code != 0 {
 		t.Fatalf("the main process ended with %v after SIGTERM, want exit 0", r)
 	}
+	n.await(t, "X_TEMPLATEFS_RELEASED=1") // relayed before the main process exits
 	if !strings.Contains(old.Log(), releasedLine) {
 		t.Errorf("the main process exited before the serving daemon released the store:\n%s", old.Log())
 	}
