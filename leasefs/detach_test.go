@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"templatefs/store"
 )
@@ -149,5 +150,68 @@ func TestDetach(t *testing.T) {
 	}
 	if _, err := fx.st.Lease("c9"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("lease c9 created by a detached daemon: %v, want ErrNotFound", err)
+	}
+}
+
+// TestDetachWaitsForCallsInFlight: Detach returns only once a call that
+// entered before it (a `kill` write, blocked in the process's kill) has
+// finished, so the caller never closes the store under it; calls that
+// arrive meanwhile fail with ErrDetached at once.
+func TestDetachWaitsForCallsInFlight(t *testing.T) {
+	procs := &fakeProcs{verdict: store.ProcessAlive, kill: func() (bool, error) { return true, nil }}
+	fx := newFixtureWith(t, makeCaptures(t), procs)
+	if _, err := fx.st.BindLease("c1", 42); err != nil {
+		t.Fatal(err)
+	}
+	entered, unblock := make(chan struct{}), make(chan struct{})
+	procs.mu.Lock()
+	procs.kill = func() (bool, error) {
+		close(entered)
+		<-unblock
+		procs.verdict = store.ProcessExited // Kill holds procs.mu
+		return true, nil
+	}
+	procs.mu.Unlock()
+	h, err := fx.fs.Open(fx.walk("leases/c1"), OpenFlags{Write: true}, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := make(chan error, 1)
+	go func() {
+		_, err := h.Commands.Write([]byte("kill\n"), owner)
+		killed <- err
+	}()
+	<-entered
+	detached := make(chan struct{})
+	go func() {
+		fx.fs.Detach()
+		close(detached)
+	}()
+	for !fx.fs.Detached() {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := fx.fs.Walk("leases"); !errors.Is(err, ErrDetached) {
+		t.Errorf("walk while Detach waits: %v, want ErrDetached", err)
+	}
+	select {
+	case <-detached:
+		t.Fatal("Detach returned while a kill write was still running")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(unblock)
+	if err := <-killed; err != nil {
+		t.Fatalf("the kill write in flight at Detach: %v", err)
+	}
+	select {
+	case <-detached:
+	case <-time.After(time.Minute):
+		t.Fatal("Detach still waiting after the call in flight ended")
+	}
+	if err := fx.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fx.open()
+	if _, err := fx.st.Lease("c1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("lease c1 after the kill that finished before Detach returned: %v, want gone", err)
 	}
 }
