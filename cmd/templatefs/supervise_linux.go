@@ -40,7 +40,8 @@ func superviseUnderSystemd() bool {
 // SIGINT and SIGTERM on to the child, which runs in its own process
 // group (so a terminal's Ctrl-C reaches it once, through here), and
 // returns once the child reports that it has released the store
-// (notifyReleased), or when the child exits first, with its failure.
+// (notifyReleased), or when the child exits first, with its failure (none
+// if the signal passed on ended it before it could catch signals).
 func supervise() error {
 	sock, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: fmt.Sprintf("@templatefs-supervise-%d", os.Getpid()), Net: "unixgram"})
 	if err != nil {
@@ -67,20 +68,25 @@ func supervise() error {
 	go func() { exited <- child.Wait() }()
 	released := make(chan struct{})
 	go relay(sock, released)
+	forwarded := false
 	for {
 		select {
 		case s := <-sig:
 			slog.Info("passing the signal on to the serving daemon", "signal", s.String(), "pid", child.Process.Pid)
 			child.Process.Signal(s)
+			forwarded = true
 		case <-released:
 			slog.Info("the serving daemon has released the store; it keeps serving open files in the background", "pid", child.Process.Pid)
 			return nil
 		case err := <-exited:
 			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				return fmt.Errorf("the serving daemon (pid %d) %v", child.Process.Pid, ee.ProcessState)
+			if !errors.As(err, &ee) {
+				return err
 			}
-			return err
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && forwarded && ws.Signaled() && (ws.Signal() == syscall.SIGTERM || ws.Signal() == syscall.SIGINT) {
+				return nil // signalled before it caught signals: it had no mount yet, and its lock died with it
+			}
+			return fmt.Errorf("the serving daemon (pid %d) %v", child.Process.Pid, ee.ProcessState)
 		}
 	}
 }

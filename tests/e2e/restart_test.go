@@ -215,17 +215,28 @@ func testRestart(t *testing.T, mountArgs []string, variant string) {
 }
 
 // TestSignalWhileMounting sends SIGTERM at a range of moments while the
-// daemon is starting, on each backend: whenever it lands, the daemon must
-// end without leaving a mount (dead or alive) behind, and with the store
-// lock released (fsck opens the store).
+// daemon is starting, on each backend and as systemd runs it (supervised,
+// with NOTIFY_SOCKET): whenever it lands, the daemon must end without
+// leaving a mount (dead or alive) behind, and with the store lock
+// released (fsck opens the store).
 func TestSignalWhileMounting(t *testing.T) {
 	harness.RequireFUSE(t)
-	for _, b := range restartBackends() {
+	backends := restartBackends()
+	backends = append(backends, struct {
+		name string
+		args []string
+	}{"supervised", nil})
+	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			s := newSession(t)
 			s.publish(t)
+			var env []string
+			if b.name == "supervised" {
+				env = []string{"NOTIFY_SOCKET=" + listenNotify(t).path}
+			}
 			for _, delay := range []time.Duration{0, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond} {
 				cmd := harness.Command(t, append(append([]string{"mount"}, b.args...), s.store, s.mnt)...)
+				cmd.Env = append(cmd.Env, env...)
 				var log harness.SyncBuffer
 				cmd.Stdout, cmd.Stderr = &log, &log
 				if err := cmd.Start(); err != nil {
