@@ -45,7 +45,7 @@ func restartBackends() []struct {
 		name string
 		args []string
 	}{{"go-fuse", nil}, {"go-fuse-no-passthrough", []string{"--no-passthrough"}}}
-	if harness.HasCgofuse() {
+	if harness.Cgofuse {
 		b = append(b, struct {
 			name string
 			args []string

@@ -2,6 +2,7 @@
 
 package harness
 
-// fuse3Enabled is true when the tests are built with -tags fuse3; the CLI
-// is then built with it too, so daemons can serve with --backend cgofuse.
-const fuse3Enabled = true
+// Cgofuse is true when the tests are built with the fuse3 tag: the CLI is
+// then built with it too, so daemons can serve with --backend cgofuse
+// (libfuse3).
+const Cgofuse = true

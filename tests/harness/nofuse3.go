@@ -2,5 +2,5 @@
 
 package harness
 
-// fuse3Enabled is false: the CLI is built without the cgofuse backend.
-const fuse3Enabled = false
+// Cgofuse is false without the fuse3 tag: the CLI has only go-fuse.
+const Cgofuse = false
