@@ -47,6 +47,8 @@ func toSyscall(e leasefs.Errno) syscall.Errno {
 		return syscall.EOPNOTSUPP
 	case leasefs.ENOTEMPTY:
 		return syscall.ENOTEMPTY
+	case leasefs.ENOTCONN:
+		return syscall.ENOTCONN
 	}
 	return syscall.EIO
 }

@@ -5,6 +5,7 @@ package fs
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,10 +31,19 @@ type node struct {
 	ln  leasefs.Node
 	// noPassthrough is MountOptions.NoPassthrough, inherited by every node.
 	noPassthrough bool
+	// open is MountOptions.OpenFiles (nil: not counted), inherited by every node.
+	open *OpenFiles
+	// held counts a payload node's open handles, and heldAttr holds its
+	// attributes from its first open: while a handle is open, Getattr
+	// answers from them when leasefs cannot (the daemon has detached, or
+	// the generation was retired), so fstat(2) of an open payload keeps
+	// working. Payloads never change.
+	held     atomic.Int32
+	heldAttr atomic.Pointer[leasefs.Attr]
 }
 
 func (n *node) newChild(ctx context.Context, child leasefs.Node) *fusefs.Inode {
-	return n.NewInode(ctx, &node{lfs: n.lfs, ln: child, noPassthrough: n.noPassthrough}, n.stableAttr(child))
+	return n.NewInode(ctx, &node{lfs: n.lfs, ln: child, noPassthrough: n.noPassthrough, open: n.open}, n.stableAttr(child))
 }
 
 // retiredGen is the StableAttr.Gen of a generation directory under
@@ -140,13 +150,19 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 	return n.newChild(ctx, child), 0
 }
 
-// Getattr reports leasefs.FS.Attr: real sizes, blocks and record times.
+// Getattr reports leasefs.FS.Attr: real sizes, blocks and record times;
+// for a payload with an open handle, the attributes of its open (held) if
+// leasefs fails.
 var _ = (fusefs.NodeGetattrer)((*node)(nil))
 
 func (n *node) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	a, err := n.lfs.Attr(n.ln)
 	if err != nil {
-		return errnoOf(err)
+		held := n.heldAttr.Load()
+		if held == nil || n.held.Load() == 0 {
+			return errnoOf(err)
+		}
+		a = *held
 	}
 	fillAttr(n.ln, a, &out.Attr)
 	out.SetTimeout(timeout(n.ln))
@@ -185,6 +201,14 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	case err != nil:
 		return nil, 0, errnoOf(err)
 	}
+	if h.File != nil && n.heldAttr.Load() == nil {
+		a, err := n.lfs.Attr(n.ln)
+		if err != nil {
+			h.File.Close()
+			return nil, 0, errnoOf(err)
+		}
+		n.heldAttr.Store(&a)
+	}
 	return n.handle(h)
 }
 
@@ -200,7 +224,8 @@ func (n *node) handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errn
 		return newIncomingFile(h.Incoming, !n.noPassthrough), fuse.FOPEN_NOFLUSH, 0
 	}
 	if h.File != nil {
-		pf := &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.File)}
+		n.held.Add(1)
+		pf := &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.File), held: &n.held, open: opened(n.open.counter(true))}
 		if n.noPassthrough {
 			return pf, cached, 0
 		}
@@ -209,12 +234,13 @@ func (n *node) handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errn
 	if h.Snapshot != nil {
 		// Read from the fd like a payload, but never cached or passed
 		// through: each open has its own snapshot.
-		return &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.Snapshot)}, direct, 0
+		return &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.Snapshot), open: opened(n.open.counter(false))}, direct, 0
 	}
+	text := textFile{data: h.Data, open: opened(n.open.counter(false))}
 	if h.Commands != nil {
-		return &commandFile{textFile: textFile{data: h.Data}, n: n, cmd: h.Commands}, fuse.FOPEN_DIRECT_IO, 0
+		return &commandFile{textFile: text, n: n, cmd: h.Commands}, fuse.FOPEN_DIRECT_IO, 0
 	}
-	return &textFile{data: h.Data}, direct, 0
+	return &text, direct, 0
 }
 
 // Create acquires a lease (generations/<gen>/leases/<clone-id> or
@@ -400,7 +426,7 @@ func (n *node) Write(ctx context.Context, fh fusefs.FileHandle, data []byte, off
 // invalidateGeneration drops its old dentries, whether or not a later
 // command was refused.
 func (n *node) afterCommands(errno syscall.Errno) syscall.Errno {
-	if n.ln.Kind() == leasefs.KindCtlFile {
+	if n.ln.Kind() == leasefs.KindCtlFile && !n.lfs.Detached() {
 		n.invalidateGeneration(n.ln.Generation().String())
 	}
 	return errno

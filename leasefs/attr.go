@@ -55,6 +55,10 @@ type Attr struct {
 // times come from the records, never from the backing files. Errors:
 // store.ErrNotFound when the node no longer exists, or the store's error.
 func (f *FS) Attr(n Node) (Attr, error) {
+	if err := f.enter("getattr"); err != nil {
+		return Attr{}, err
+	}
+	defer f.leave()
 	a := Attr{Ino: n.Ino(), Nlink: 1, Blksize: textBlksize, UID: f.uid, GID: f.gid}
 	a.setTimes(f.created, f.created)
 	var text []byte

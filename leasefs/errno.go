@@ -36,12 +36,13 @@ const (
 	ENOSPC
 	EOPNOTSUPP
 	ENOTEMPTY
+	ENOTCONN
 )
 
 var errnoNames = [...]string{
 	OK: "OK", ENOENT: "ENOENT", EEXIST: "EEXIST", EPERM: "EPERM", EACCES: "EACCES", EINVAL: "EINVAL", EBUSY: "EBUSY",
 	EROFS: "EROFS", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EOVERFLOW: "EOVERFLOW", ESRCH: "ESRCH", ETIMEDOUT: "ETIMEDOUT", EIO: "EIO",
-	ENOSPC: "ENOSPC", EOPNOTSUPP: "EOPNOTSUPP", ENOTEMPTY: "ENOTEMPTY",
+	ENOSPC: "ENOSPC", EOPNOTSUPP: "EOPNOTSUPP", ENOTEMPTY: "ENOTEMPTY", ENOTCONN: "ENOTCONN",
 }
 
 // errnoDocs says what each Errno means on the mount.
@@ -63,6 +64,7 @@ var errnoDocs = [...]string{
 	ENOSPC:     "the store's file system is full: the change was not made",
 	EOPNOTSUPP: "the tree has no such operation for any file: fallocate(2) of a lease or ctl file",
 	ENOTEMPTY:  "rmdir of an incoming directory that still holds files (`rm -r` removes them; a published one is empty)",
+	ENOTCONN:   "the daemon serving this (detached) mount has stopped and released the store to a new daemon: files opened before keep reading, anything else (lookup, stat, listing, a new open, a write to an open lease or ctl file) fails; a killed daemon's dead mount gives it too, from the kernel",
 }
 
 // String returns the errno's name, e.g. "EROFS".
@@ -146,6 +148,7 @@ var errnoTable = []ErrnoRow{
 	{store.ErrExists, "store.ErrExists", EEXIST, "mkdir of an existing `incoming/<name>`"},
 	{store.ErrCaptureChanged, "store.ErrCaptureChanged", EBUSY, "`publish`: an artifact changed while it was hashed; publish again once nothing writes to it"},
 	{store.ErrCapture, "store.ErrCapture", EINVAL, "`publish` of an incoming directory whose capture is refused: no or a bad `class.json`, a manifest that does not validate, a missing, extra or mis-sized artifact (also a second `publish`: the first one emptied the directory); `status` gives the reason, nothing changes"},
+	{ErrDetached, "leasefs.ErrDetached", ENOTCONN, "any lookup, stat, listing, open, xattr read, or write to an open lease or ctl file served by a daemon that got SIGTERM or SIGINT: it has detached its mount and closed the store (a new daemon may own it, at the same mountpoint); open payload files, index snapshots and texts keep reading; nothing changes"},
 	{syscall.EIO, "syscall.EIO", EIO, "a payload write, fsync or index commit of the store failed with an I/O error; nothing changed. A failed fsync or commit also makes the store read-only (`store` shows the reason) until the daemon restarts"},
 }
 

@@ -41,6 +41,7 @@ type FS struct {
 	killWait time.Duration
 	refusals refusals
 	incoming incoming // incoming directories' writers and outcomes (incoming.go)
+	gate     gate     // closed by Detach (detach.go)
 }
 
 // New returns the namespace of st. Files are owned by the store owner
@@ -118,6 +119,10 @@ func notFound(dir Node, name string) error {
 // longer exists, ErrNotDir when dir is a file, ErrInoOverflow, or the
 // store's error.
 func (f *FS) Lookup(dir Node, name string) (Node, error) {
+	if err := f.enter("lookup"); err != nil {
+		return Node{}, err
+	}
+	defer f.leave()
 	switch dir.kind {
 	case KindRoot:
 		for _, e := range rootEntries {
@@ -244,6 +249,10 @@ func payloadNode(g store.GenerationID, name string) (Node, error) {
 // directory lists the leases on any generation of that key. Errors: ErrNotDir,
 // store.ErrNotFound when dir no longer exists, or the store's error.
 func (f *FS) ReadDir(dir Node) ([]DirEntry, error) {
+	if err := f.enter("readdir"); err != nil {
+		return nil, err
+	}
+	defer f.leave()
 	var out []DirEntry
 	add := func(name string, n Node, err error) error {
 		if err == nil {

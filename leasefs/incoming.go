@@ -510,6 +510,10 @@ func (f *FS) renameIncoming(oldDir Node, oldName string, newDir Node, newName st
 // directory and status file times; anything else is ErrNotPermitted. Errors: ErrAccess, ErrIncomingBusy
 // during a publication, store.ErrNotFound, the system error.
 func (f *FS) SetIncomingAttr(n Node, ch AttrChange, size int64, atime, mtime time.Time, c Caller) error {
+	if err := f.enter("setattr"); err != nil {
+		return err
+	}
+	defer f.leave()
 	if err := f.authorize(c, "setattr "+n.String()); err != nil {
 		return err
 	}

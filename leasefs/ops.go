@@ -61,6 +61,10 @@ func (n Node) isLeaseNode() bool {
 // owner and root (ErrAccess). Errors also: ErrIsDir, store.ErrNotFound
 // when the node no longer exists, the store's open error.
 func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
+	if err := f.enter("open"); err != nil {
+		return Handle{}, err
+	}
+	defer f.leave()
 	switch {
 	case n.IsDir():
 		return Handle{}, fmt.Errorf("open %s: %w", n, ErrIsDir)
@@ -179,6 +183,10 @@ func (f *FS) ChangeXattr(n Node, name string, c Caller) error {
 // store.ErrRetiring, store.ErrIneligible, store.ErrLeaseConflict. A refusal
 // in a generation's leases directory is remembered as its last refusal.
 func (f *FS) Create(dir Node, name string, excl bool, c Caller) (cr Created, err error) {
+	if err := f.enter("create"); err != nil {
+		return Created{}, err
+	}
+	defer f.leave()
 	defer func() { f.refusals.note(dir.Generation(), "create "+name, err) }()
 	if err := f.authorize(c, fmt.Sprintf("create %q in %s", name, dir)); err != nil {
 		return Created{}, err
@@ -262,6 +270,10 @@ func (f *FS) createdLease(n Node, l store.Lease) (Created, error) {
 // (store.ErrProcessAlive, store.ErrProcessUninspectable). A refused
 // release is remembered as its generation's last refusal.
 func (f *FS) Remove(dir Node, name string, c Caller) (err error) {
+	if err := f.enter("unlink"); err != nil {
+		return err
+	}
+	defer f.leave()
 	n, lerr := f.Lookup(dir, name)
 	gen := dir.Generation()
 	if lerr == nil && n.kind == KindLeaseFile {
@@ -303,6 +315,10 @@ func (f *FS) Remove(dir Node, name string, c Caller) (err error) {
 // Errors also: ErrAccess, the Lookup errors, ErrNotDir for a file. A
 // refused rmdir in a generation is remembered as its last refusal.
 func (f *FS) Rmdir(dir Node, name string, c Caller) (err error) {
+	if err := f.enter("rmdir"); err != nil {
+		return err
+	}
+	defer f.leave()
 	n, lerr := f.Lookup(dir, name)
 	gen := n.Generation()
 	defer func() { f.refusals.note(gen, "rmdir "+name, err) }()
@@ -358,6 +374,10 @@ func (f *FS) MakeEntry(dir Node, name string, c Caller) error {
 // returns its node; elsewhere it is MakeEntry. Errors: MakeEntry's, and
 // store.ErrInvalidID, store.ErrExists.
 func (f *FS) Mkdir(dir Node, name string, c Caller) (Node, error) {
+	if err := f.enter("mkdir"); err != nil {
+		return Node{}, err
+	}
+	defer f.leave()
 	if dir.kind != KindIncomingDir {
 		return Node{}, f.MakeEntry(dir, name, c)
 	}
@@ -393,6 +413,10 @@ const (
 // fuse-and-store-notes.md §C6), the store's errors. A refused rename of a
 // generation (or a node in it) is remembered as its last refusal.
 func (f *FS) Rename(oldDir Node, oldName string, newDir Node, newName string, flags RenameFlags, c Caller) (err error) {
+	if err := f.enter("rename"); err != nil {
+		return err
+	}
+	defer f.leave()
 	src, lerr := f.Lookup(oldDir, oldName)
 	gen := src.Generation()
 	defer func() { f.refusals.note(gen, "rename "+oldName, err) }()

@@ -21,6 +21,10 @@ import "fmt"
 // can exit or a lease be bound between this answer and the unlink; the
 // unlink's own refusal is then only logged and shown in status.
 func (f *FS) CheckRemove(dir Node, name string, c Caller) error {
+	if err := f.enter("remove"); err != nil {
+		return err
+	}
+	defer f.leave()
 	if err := f.authorize(c, fmt.Sprintf("remove %q from %s", name, dir)); err != nil {
 		return err
 	}

@@ -49,6 +49,8 @@ func toFuse(e leasefs.Errno) int {
 		return -fuse.EOPNOTSUPP
 	case leasefs.ENOTEMPTY:
 		return -fuse.ENOTEMPTY
+	case leasefs.ENOTCONN:
+		return -fuse.ENOTCONN
 	}
 	return -fuse.EIO
 }

@@ -26,6 +26,10 @@ const noHandle = ^uint64(0)
 type handle struct {
 	node leasefs.Node
 	h    leasefs.Handle
+	// path is the path it was opened at, and attr a payload's attributes
+	// at open (Getattr, heldAttr); zero otherwise.
+	path string
+	attr leasefs.Attr
 }
 
 // fileSystem is the cgofuse FileSystemInterface over one leasefs.FS. Every
@@ -87,12 +91,54 @@ func (f *fileSystem) refuse(op, p string, err error) int {
 	return toFuse(f.lfs.Refuse(op, rel(p), err))
 }
 
-func (f *fileSystem) add(n leasefs.Node, h leasefs.Handle) uint64 {
+// add records open handle h of n, opened at path p, and returns its
+// number. A payload's handle also takes the node's attributes, for
+// Getattr (from another open handle of n, else from leasefs now); if they
+// cannot be read, its file is closed and add returns the errno.
+func (f *fileSystem) add(n leasefs.Node, p string, h leasefs.Handle) (int, uint64) {
+	attr, held := leasefs.Attr{}, false
+	if h.File != nil {
+		attr, held = f.heldAttr(n, "")
+	}
+	if h.File != nil && !held {
+		var err error
+		if attr, err = f.lfs.Attr(n); err != nil {
+			h.File.Close()
+			return errnoOf(err), noHandle
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.next++
-	f.handles[f.next] = &handle{node: n, h: h}
-	return f.next
+	f.handles[f.next] = &handle{node: n, path: rel(p), h: h, attr: attr}
+	return 0, f.next
+}
+
+// heldAttr returns the attributes of a payload open at node n or at path
+// p (as opened: libfuse keeps the old daemon's paths), if one is.
+func (f *fileSystem) heldAttr(n leasefs.Node, p string) (leasefs.Attr, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, h := range f.handles {
+		if h.h.File != nil && (h.node == n || h.path == p) {
+			return h.attr, true
+		}
+	}
+	return leasefs.Attr{}, false
+}
+
+// openFiles counts the open handles: of payload files, and of all others.
+func (f *fileSystem) openFiles() (payload, other int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, h := range f.handles {
+		if h.h.File != nil {
+			payload++
+		} else {
+			other++
+		}
+	}
+	return payload, other
 }
 
 func (f *fileSystem) get(fh uint64) (*handle, bool) {
@@ -141,18 +187,27 @@ func (f *fileSystem) Statfs(p string, st *fuse.Statfs_t) int {
 }
 
 // Getattr reports leasefs.FS.Attr of the open handle's node, else of the
-// path's.
+// path's. When leasefs cannot answer (the daemon has detached:
+// leasefs.ErrDetached, or the generation was retired) and a payload is
+// open at that node or path, it answers from the attributes taken at that
+// open (heldAttr): payloads never change, and fstat(2), which reaches
+// libfuse without a handle, and the kernel's revalidation before a read
+// (auto_inval_data) must keep working on an open payload.
 func (f *fileSystem) Getattr(p string, st *fuse.Stat_t, fh uint64) int {
 	if f.requests != nil {
 		f.requests.Add(1)
 	}
 	n, err := f.node(p, fh)
-	if err != nil {
-		return errnoOf(err)
+	a := leasefs.Attr{}
+	if err == nil {
+		a, err = f.lfs.Attr(n)
 	}
-	a, err := f.lfs.Attr(n)
 	if err != nil {
-		return errnoOf(err)
+		held, ok := f.heldAttr(n, rel(p))
+		if !ok {
+			return errnoOf(err)
+		}
+		a = held
 	}
 	fillStat(a, st)
 	return 0
@@ -225,7 +280,7 @@ func (f *fileSystem) Open(p string, flags int) (int, uint64) {
 	case err != nil:
 		return errnoOf(err), noHandle
 	}
-	return 0, f.add(n, h)
+	return f.add(n, p, h)
 }
 
 // Create acquires a lease with leasefs.FS.Create and opens it; elsewhere
@@ -246,7 +301,7 @@ func (f *fileSystem) Create(p string, flags int, mode uint32) (int, uint64) {
 			return f.refuse("open", p, err), noHandle
 		}
 	}
-	return 0, f.add(cr.Node, h)
+	return f.add(cr.Node, p, h)
 }
 
 // file returns the open file behind a handle: a payload's or incoming

@@ -74,8 +74,13 @@ whose files change while publish reads them) leaves the store as it was.`,
 			summary: "serve STORE at MNT in the foreground until SIGINT or SIGTERM",
 			about: `Serve STORE as a filesystem at MNT, an existing directory outside the
 store with nothing mounted on it, in the foreground. SIGINT or SIGTERM
-unmounts (lazily if files are open). A dead mount left by a killed daemon
-is detached and reused. Go-fuse uses fusermount3 (Debian package fuse3).`,
+detaches the mount (lazily if files are open) and releases the store at
+once, so a new daemon can mount it; files already open keep reading, and
+the daemon exits when the last is closed (a second signal: as soon as none
+is open). A dead mount left by a killed daemon is detached and reused.
+With NOTIFY_SOCKET set (systemd Type=notify), the serving daemon runs as
+a child that outlives the main process (docs/systemd.md). Go-fuse uses
+fusermount3 (Debian package fuse3).`,
 			example: "templatefs mount /srv/templates /mnt/t &",
 			run:     runMount,
 		},

@@ -21,7 +21,7 @@ import (
 func TestIncomingPublish(t *testing.T) {
 	harness.RequireFUSE(t)
 	backends := [][]string{{"--backend", "go-fuse"}}
-	if harness.CgofuseBuilt {
+	if harness.Cgofuse {
 		backends = append(backends, []string{"--backend", "cgofuse"})
 	}
 	for _, backend := range backends {

@@ -1,7 +1,8 @@
-//go:build fuse3
+//go:build linux && fuse3
 
 package harness
 
-// CgofuseBuilt is set when the tests are built with -tags fuse3: Binary
-// then builds templatefs with the cgofuse backend too (--backend cgofuse).
-const CgofuseBuilt = true
+// Cgofuse is true when the tests are built with the fuse3 tag: the CLI is
+// then built with it too, so daemons can serve with --backend cgofuse
+// (libfuse3).
+const Cgofuse = true

@@ -76,8 +76,8 @@ func ModuleRoot(tb testing.TB) string {
 // ./cmd/templatefs with `go build` the first time it is called in this
 // process (with -race when the tests are built with -race, and with the
 // clockskew tag when they are, so the binary reads the same moved clock as
-// the test: internal/hostclock; with the fuse3 tag when they are, so
-// --backend cgofuse works). Failures end the test.
+// the test: internal/hostclock; with the fuse3 tag when they are, so it
+// can serve with cgofuse: Cgofuse). Failures end the test.
 func Binary(tb testing.TB) string {
 	tb.Helper()
 	build.once.Do(func() {
@@ -95,7 +95,7 @@ func Binary(tb testing.TB) string {
 		if hostclock.Tagged {
 			tags = append(tags, "clockskew")
 		}
-		if CgofuseBuilt {
+		if Cgofuse {
 			tags = append(tags, "fuse3")
 		}
 		if len(tags) > 0 {

@@ -1,6 +1,6 @@
-//go:build !fuse3
+//go:build linux && !fuse3
 
 package harness
 
-// CgofuseBuilt is set when the tests are built with -tags fuse3.
-const CgofuseBuilt = false
+// Cgofuse is false without the fuse3 tag: the CLI has only go-fuse.
+const Cgofuse = false
