@@ -22,7 +22,13 @@ func definedFlags(t *testing.T, cmd command) *flag.FlagSet {
 	t.Helper()
 	fl := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fl.SetOutput(io.Discard)
-	if err := cmd.run(fl, []string{"--help"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+	var err error
+	if cmd.prepare != nil {
+		_, err = cmd.prepare(fl, []string{"--help"})
+	} else {
+		err = cmd.run(fl, []string{"--help"}, io.Discard)
+	}
+	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("%s --help in-process: %v, want flag.ErrHelp", cmd.name, err)
 	}
 	return fl

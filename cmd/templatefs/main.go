@@ -25,6 +25,10 @@ type command struct {
 	about    string   // what it does and what its arguments are, for --help
 	example  string   // example command lines, for --help
 	run      func(fl *flag.FlagSet, args []string, stdout io.Writer) error
+	// prepare, set instead of run for a command that works on an open
+	// store, parses the command line into the operation (storeOp), which
+	// runStore runs offline or hands to the daemon serving the store.
+	prepare func(fl *flag.FlagSet, args []string) (storeOp, error)
 }
 
 // commands is every subcommand, in the order help lists them. It is set
@@ -66,7 +70,7 @@ same artifact digests) is not copied again: publish prints that
 generation's ID instead, unless --duplicate. A refused capture (also one
 whose files change while publish reads them) leaves the store as it was.`,
 			example: "templatefs publish /srv/templates /tmp/cap/capture --class /tmp/cap/class.json",
-			run:     runPublish,
+			prepare: preparePublish,
 		},
 		{
 			name:    "mount",
@@ -87,7 +91,19 @@ is detached and reused. Go-fuse uses fusermount3 (Debian package fuse3).`,
 unless --repair. Exit status 0 when no problem remains (none found, or all
 repaired), 1 when any is left.`,
 			example: "templatefs fsck --digests /srv/templates",
-			run:     runFsck,
+			prepare: prepareFsck,
+		},
+		{
+			name:    "verify",
+			args:    []string{"STORE"},
+			summary: "re-hash every payload against its recorded SHA-256; exit 1 on a mismatch",
+			about: `Read every artifact of every generation in STORE and compare its SHA-256
+with the one recorded at publication: one line per artifact that differs,
+is missing or has another hard link. Nothing changes; leases and
+publications go on meanwhile, so it can scrub a mounted store. Exit
+status 0 when every artifact matches, 1 when any does not.`,
+			example: "templatefs verify /srv/templates",
+			prepare: prepareVerify,
 		},
 		{
 			name:    "settings",
@@ -96,7 +112,7 @@ repaired), 1 when any is left.`,
 			about: `Change the eligibility settings given as flags, then print all of them.
 Without flags nothing in STORE changes.`,
 			example: "templatefs settings --restore-window 72h --refuse-reboot /srv/templates",
-			run:     runSettings,
+			prepare: prepareSettings,
 		},
 		{
 			name:    "restore",
@@ -174,10 +190,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 		printCommands(stderr)
 		return 2
 	}
+	fl := newFlagSet(cmd)
+	if cmd.prepare != nil {
+		return runStore(cmd, fl, args, stdout, stderr)
+	}
+	return exitStatus(cmd, fl, cmd.run(fl, args, stdout), stdout, stderr)
+}
+
+// newFlagSet makes cmd's FlagSet: named after it, silent (help and errors
+// are printed by exitStatus, where they belong).
+func newFlagSet(cmd command) *flag.FlagSet {
 	fl := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
-	fl.SetOutput(io.Discard) // help and errors are printed below, where they belong
+	fl.SetOutput(io.Discard)
 	fl.Usage = func() { printUsage(fl.Output(), cmd, fl) }
-	err := cmd.run(fl, args, stdout)
+	return fl
+}
+
+// exitStatus reports err, the outcome of cmd with its FlagSet fl, and
+// returns the exit status, as run describes. The daemon reports an
+// operation run on a client's behalf with it too, so both print the same.
+func exitStatus(cmd command, fl *flag.FlagSet, err error, stdout, stderr io.Writer) int {
 	var ue usageError
 	switch {
 	case err == nil:

@@ -47,6 +47,11 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	if err := checkMountpoint(pos[1], st.Dir()); err != nil {
 		return err
 	}
+	stopControl, err := startControl(st) // commands on the store run through this daemon until stopControl
+	if err != nil {
+		return err
+	}
+	defer stopControl()
 	lfs, err := leasefs.New(st, leasefs.Options{})
 	if err != nil {
 		return err

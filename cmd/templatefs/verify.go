@@ -1,0 +1,39 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"templatefs/store"
+)
+
+// errMismatch is verify's failure: an artifact does not match its
+// record. The problem lines are on stdout already.
+var errMismatch = fmt.Errorf("payloads differ from their records")
+
+// prepareVerify parses verify's command line. Its operation re-hashes
+// every artifact of every generation (store.Verify, reporting the bytes
+// hashed) and prints one line per problem (store.Problem.String). Exit
+// status: 0 when every artifact matches its record, 1 when any does not
+// or the store cannot be read.
+func prepareVerify(fl *flag.FlagSet, args []string) (storeOp, error) {
+	pos, err := parseFlags(fl, args)
+	if err != nil {
+		return storeOp{}, err
+	}
+	dir := pos[0]
+	run := func(st *store.Store, out opOutput) error {
+		problems, err := st.Verify(out.progress("hash"))
+		for _, p := range problems {
+			fmt.Fprintln(out.stdout, p)
+		}
+		if err != nil {
+			return err
+		}
+		if len(problems) > 0 {
+			return fmt.Errorf("%s: %d %s: %w", dir, len(problems), plural(len(problems), "artifact"), errMismatch)
+		}
+		return nil
+	}
+	return storeOp{dir: dir, open: store.Options{NoRecover: true}, args: commandLine(fl, dir), run: run}, nil
+}
