@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 
@@ -9,7 +10,7 @@ import (
 
 // errMismatch is verify's failure: an artifact does not match its
 // record. The problem lines are on stdout already.
-var errMismatch = fmt.Errorf("payloads differ from their records")
+var errMismatch = errors.New("the store's payloads are damaged")
 
 // prepareVerify parses verify's command line. Its operation re-hashes
 // every artifact of every generation (store.Verify, reporting the bytes
@@ -31,7 +32,7 @@ func prepareVerify(fl *flag.FlagSet, args []string) (storeOp, error) {
 			return err
 		}
 		if len(problems) > 0 {
-			return fmt.Errorf("%s: %d %s: %w", dir, len(problems), plural(len(problems), "artifact"), errMismatch)
+			return fmt.Errorf("%s: %d %s not as recorded: %w", dir, len(problems), plural(len(problems), "artifact"), errMismatch)
 		}
 		return nil
 	}
