@@ -52,6 +52,7 @@ func (v *progressView) update(label string, done, total int64) {
 			progressbar.OptionSetWriter(v.w),
 			progressbar.OptionSetDescription(label),
 			progressbar.OptionShowBytes(true),
+			progressbar.OptionShowCount(),
 			progressbar.OptionShowTotalBytes(true),
 			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionSetWidth(30),
