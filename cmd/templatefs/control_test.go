@@ -124,17 +124,20 @@ func TestOnlineSameAsOffline(t *testing.T) {
 	}
 }
 
-// TestOnlineRepair: fsck --repair through the daemon removes leftovers
-// but never a publication in progress (publish is held by a fail point
-// after it reserved its ID... here: a staging directory of a publication
-// the daemon runs would be one; leftovers of none are removed) and
-// repairs what can be repaired online: the next fsck is clean.
+// TestOnlineRepair: fsck --repair through the daemon repairs what can be
+// repaired online (staging leftovers, a stray payload file), and the next
+// fsck is clean. Once the daemon's store is read-only (a failed fsync),
+// it repairs nothing and says, per problem, that it needs the store
+// unmounted; after the daemon stops, fsck --repair repairs it.
+// (Publications in progress are spared: TestCheckSparesPublicationInProgress
+// in package store, on the Store the daemon uses.)
 func TestOnlineRepair(t *testing.T) {
 	harness.RequireFUSE(t)
 	dir := twinStores(t)
 	st, capDir := filepath.Join(dir, "on", "store"), filepath.Join(dir, "cap")
+	mnt := filepath.Join(dir, "on", "mnt")
 	harness.Run(t, "publish", st, capDir+"/capture", "--class", capDir+"/class.json")
-	harness.StartMount(t, st, filepath.Join(dir, "on", "mnt"))
+	d := harness.StartMount(t, st, mnt)
 	for _, p := range []string{filepath.Join(st, "staging", "g000007"), filepath.Join(st, "staging", "junk")} {
 		if err := os.Mkdir(p, 0o700); err != nil {
 			t.Fatal(err)
@@ -154,6 +157,29 @@ func TestOnlineRepair(t *testing.T) {
 	}
 	if r := harness.RunStatus(t, "fsck", st); r.Code != 0 || r.Stdout != "" {
 		t.Errorf("fsck after the online repair: %v\nstdout:\n%s\nwant clean", r, r.Stdout)
+	}
+	d.Stop()
+
+	mount := harness.Command(t, "mount", st, mnt)
+	mount.Env = append(mount.Env, store.FailpointEnv+"=payload-fsync:EIO")
+	d = harness.StartDaemon(t, mount, mnt)
+	if r := harness.RunStatus(t, "publish", "--duplicate", st, capDir+"/capture", "--class", capDir+"/class.json"); r.Code != 1 {
+		t.Fatalf("publish with payload fsyncs failing: %v; want exit 1", r)
+	}
+	if err := os.Mkdir(filepath.Join(st, "staging", "junk"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r = harness.RunStatus(t, "fsck", "--repair", st)
+	want = []string{
+		"staging-leftover staging/junk: no publication in progress owns it",
+		"  staging-leftover staging/junk needs the store unmounted: stop the daemon, then run fsck --repair",
+	}
+	if r.Code != 1 || strings.Join(harness.Lines(r.Stdout), "\n") != strings.Join(want, "\n") || !strings.Contains(r.Stderr, "read-only") {
+		t.Errorf("fsck --repair on a read-only daemon: %v\nstdout:\n%s\nwant exit 1, the read-only reason on stderr and:\n%s", r, r.Stdout, strings.Join(want, "\n"))
+	}
+	d.Stop()
+	if r := harness.RunStatus(t, "fsck", "--repair", st); r.Code != 0 {
+		t.Errorf("fsck --repair after the daemon stopped: %v", r)
 	}
 }
 
