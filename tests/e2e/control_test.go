@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,9 +21,35 @@ import (
 // `cat MNT/store` at once, and the clone keeps reading its bytes.
 func TestCommandsWhileMounted(t *testing.T) {
 	harness.RequireFUSE(t)
+	for _, backend := range []string{"go-fuse", "cgofuse"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "cgofuse" && !hasCgofuse(t) {
+				t.Skip("the templatefs binary the harness built has no cgofuse backend (not built with -tags fuse3)")
+			}
+			commandsWhileMounted(t, backend)
+		})
+	}
+}
+
+// hasCgofuse reports whether the harness's binary was built with the
+// fuse3 tag, as `go version -m` shows its build settings.
+func hasCgofuse(t *testing.T) bool {
+	out, err := exec.Command("go", "version", "-m", harness.Binary(t)).Output()
+	if err != nil {
+		t.Fatalf("go version -m: %v", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if tags, ok := strings.CutPrefix(strings.TrimSpace(line), "build\t-tags="); ok {
+			return slices.Contains(strings.Split(tags, ","), "fuse3")
+		}
+	}
+	return false
+}
+
+func commandsWhileMounted(t *testing.T, backend string) {
 	s := newSession(t, "--memory", "16MiB")
 	gen := s.publish(t)
-	d := harness.StartMount(t, s.store, s.mnt)
+	d := harness.StartMount(t, s.store, s.mnt, "--backend", backend)
 	harness.MustTool(t, "touch", s.path("generations", gen, "leases", "clone-1"))
 	clone, err := os.Open(s.path("generations", gen, "payload", "memory.bin"))
 	if err != nil {
