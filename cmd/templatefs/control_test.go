@@ -290,4 +290,3 @@ func TestProgress(t *testing.T) {
 		}
 	}
 }
-

@@ -89,7 +89,9 @@ is detached and reused. Go-fuse uses fusermount3 (Debian package fuse3).`,
 			summary: "check the store's invariants; exit 1 if a problem remains",
 			about: `Check STORE's invariants and print one line per problem. Nothing changes
 unless --repair. Exit status 0 when no problem remains (none found, or all
-repaired), 1 when any is left.`,
+repaired), 1 when any is left. While STORE is mounted the daemon runs the
+check; --repair then repairs what it can online and says which problems
+need the store unmounted.`,
 			example: "templatefs fsck --digests /srv/templates",
 			prepare: prepareFsck,
 		},
