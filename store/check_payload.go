@@ -133,7 +133,7 @@ func (s *Store) checkDigests(c *checker, jobs []digestJob, progress Progress) er
 	}
 	counter := newProgress(progress, total)
 	for _, j := range jobs {
-		before := int64(0)
+		var before int64
 		if counter != nil {
 			before = counter.done
 		}

@@ -24,12 +24,13 @@ func newProgress(fn Progress, total int64) *progressCounter {
 	return &progressCounter{fn: fn, total: total}
 }
 
-// add counts n more bytes done.
+// add counts n more bytes done, up to total (a damaged file may be
+// longer than its record), so done only grows and never passes total.
 func (p *progressCounter) add(n int64) {
-	if p == nil || n == 0 {
+	if p == nil || n <= 0 || p.done == p.total {
 		return
 	}
-	p.done += n
+	p.done = min(p.done+n, p.total)
 	p.fn(p.done, p.total)
 }
 
