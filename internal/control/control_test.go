@@ -252,3 +252,48 @@ func TestLongStorePath(t *testing.T) {
 		t.Errorf("Call: %d, %v", code, err)
 	}
 }
+
+// TestStopRefusesSilentClient: a client that connected but sent no
+// request yet does not hold Stop up; it gets a refusal saying the daemon
+// is stopping.
+func TestStopRefusesSilentClient(t *testing.T) {
+	dir, srv := listen(t, os.Geteuid(), echo)
+	conn, err := net.Dial("unix", SocketPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for waiting := 0; waiting == 0; time.Sleep(time.Millisecond) { // until the server has taken it
+		srv.mu.Lock()
+		waiting = len(srv.waiting)
+		srv.mu.Unlock()
+	}
+	stopped := make(chan struct{})
+	go func() { srv.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(requestTimeout / 2):
+		t.Fatal("Stop waited for a client that sent no request")
+	}
+	var r Reply
+	if err := json.NewDecoder(conn).Decode(&r); err != nil || !strings.Contains(r.Error, "the daemon is stopping") {
+		t.Errorf("the silent client got %+v, %v; want a refusal saying the daemon is stopping", r, err)
+	}
+}
+
+// TestHandlerPanic: a handler that panics refuses the request with a
+// message and leaves the server serving.
+func TestHandlerPanic(t *testing.T) {
+	dir, _ := listen(t, os.Geteuid(), func(req Request, w *Writer) (int, error) {
+		if req.Command == "boom" {
+			panic("boom")
+		}
+		return 0, nil
+	})
+	if _, err := Call(dir, Request{Command: "boom"}, &bytes.Buffer{}, &bytes.Buffer{}, nil); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "a bug") {
+		t.Errorf("Call of a panicking handler: %v; want a refusal", err)
+	}
+	if code, err := Call(dir, Request{}, &bytes.Buffer{}, &bytes.Buffer{}, nil); err != nil || code != 0 {
+		t.Errorf("Call after the panic: %d, %v; want the server still serving", code, err)
+	}
+}

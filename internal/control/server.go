@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -32,7 +33,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	stopping bool
-	running  sync.WaitGroup // one per connection being served
+	waiting  map[*net.UnixConn]bool // connections whose request is not read yet
+	running  sync.WaitGroup         // one per connection being served
 }
 
 // Listen makes the control socket of the store directory dir and serves
@@ -74,7 +76,7 @@ func Listen(dir string, owner int, handle Handler, log *slog.Logger) (*Server, e
 	if err != nil {
 		return fail(err)
 	}
-	s := &Server{ln: ln, path: path, sock: sock, owner: owner, handle: handle, log: log}
+	s := &Server{ln: ln, path: path, sock: sock, owner: owner, handle: handle, log: log, waiting: map[*net.UnixConn]bool{}}
 	go s.accept()
 	return s, nil
 }
@@ -91,11 +93,12 @@ func (s *Server) accept() {
 		s.mu.Lock()
 		if s.stopping {
 			s.mu.Unlock()
-			refuse(conn, "the daemon is stopping: run the command again once it has stopped or a new one has started")
+			refuse(conn, errStopping.Error())
 			conn.Close()
 			continue
 		}
 		s.running.Add(1)
+		s.waiting[conn] = true
 		s.mu.Unlock()
 		go func() {
 			defer s.running.Done()
@@ -107,11 +110,15 @@ func (s *Server) accept() {
 // Stop stops taking new operations: it closes the socket and removes its
 // file (unless another daemon has replaced it meanwhile), then waits for
 // the operations in flight to finish. Clients that connect meanwhile get
-// a refusal or find no socket. Stop may be called more than once.
+// a refusal or find no socket, and so do those connected whose request
+// has not arrived yet. Stop may be called more than once.
 func (s *Server) Stop() {
 	s.mu.Lock()
 	first := !s.stopping
 	s.stopping = true
+	for conn := range s.waiting {
+		conn.SetReadDeadline(time.Now()) // their serve refuses them
+	}
 	s.mu.Unlock()
 	if first {
 		s.ln.Close()
@@ -135,13 +142,11 @@ func (s *Server) serve(conn *net.UnixConn) {
 		refuse(conn, fmt.Sprintf("uid %d may not operate this store: only its owner (uid %d) and root may", uid, s.owner))
 		return
 	}
-	conn.SetReadDeadline(time.Now().Add(requestTimeout))
-	line, err := bufio.NewReaderSize(conn, maxRequest).ReadSlice('\n')
+	line, err := s.readRequest(conn)
 	if err != nil {
-		refuse(conn, fmt.Sprintf("no request line of at most %d bytes: %v", maxRequest, err))
+		refuse(conn, err.Error())
 		return
 	}
-	conn.SetReadDeadline(time.Time{})
 	var req Request
 	if err := json.Unmarshal(line, &req); err != nil {
 		refuse(conn, fmt.Sprintf("request is not JSON: %v", err))
@@ -153,13 +158,55 @@ func (s *Server) serve(conn *net.UnixConn) {
 	}
 	w := &Writer{enc: json.NewEncoder(conn), progress: req.Progress}
 	s.log.Info("control: running operation", "command", req.Command, "args", req.Args, "uid", uid)
-	exit, err := s.handle(req, w)
+	exit, err := s.run(req, w)
 	if err != nil {
 		w.send(Reply{Error: err.Error()})
 		return
 	}
 	w.send(Reply{Exit: &exit})
 	s.log.Info("control: operation done", "command", req.Command, "exit", exit)
+}
+
+// readRequest reads conn's request line, unless the server stops first.
+func (s *Server) readRequest(conn *net.UnixConn) ([]byte, error) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.waiting, conn)
+		s.mu.Unlock()
+	}()
+	s.mu.Lock() // so that Stop's deadline comes after this one
+	stopping := s.stopping
+	conn.SetReadDeadline(time.Now().Add(requestTimeout))
+	s.mu.Unlock()
+	if stopping {
+		return nil, errStopping
+	}
+	line, err := bufio.NewReaderSize(conn, maxRequest).ReadSlice('\n')
+	s.mu.Lock()
+	stopping = s.stopping
+	s.mu.Unlock()
+	switch {
+	case err != nil && stopping:
+		return nil, errStopping
+	case err != nil:
+		return nil, fmt.Errorf("no request line of at most %d bytes within %v: %v", maxRequest, requestTimeout, err)
+	}
+	conn.SetReadDeadline(time.Time{})
+	return line, nil
+}
+
+var errStopping = errors.New("the daemon is stopping: run the command again once it has stopped or a new one has started")
+
+// run runs the handler; a panic in it is logged with its stack and
+// refuses the request instead of ending the daemon.
+func (s *Server) run(req Request, w *Writer) (exit int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("control: operation panicked", "command", req.Command, "args", req.Args, "panic", r, "stack", string(debug.Stack()))
+			exit, err = 0, fmt.Errorf("the operation failed inside the daemon (a bug: see its log): %v", r)
+		}
+	}()
+	return s.handle(req, w)
 }
 
 // Bounds on a request: its line's length, and how long the server waits
