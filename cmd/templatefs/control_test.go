@@ -290,3 +290,32 @@ func TestProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonDiesDuringOperation: a daemon killed in the middle of a
+// publication it runs for a command (a kill point) makes the command fail
+// saying the daemon closed the connection; the store recovers as from any
+// crash: fsck --repair removes the leftover, and a new daemon publishes.
+func TestDaemonDiesDuringOperation(t *testing.T) {
+	harness.RequireFUSE(t)
+	dir := twinStores(t)
+	st, mnt, capDir := filepath.Join(dir, "on", "store"), filepath.Join(dir, "on", "mnt"), filepath.Join(dir, "cap")
+	mount := harness.Command(t, "mount", st, mnt)
+	mount.Env = append(mount.Env, store.FailpointEnv+"=publish-copied-memory.bin")
+	d := harness.StartDaemon(t, mount, mnt)
+	publish := []string{"publish", st, capDir + "/capture", "--class", capDir + "/class.json"}
+	r := harness.RunStatus(t, publish...)
+	if r.Code != 1 || r.Stdout != "" || !strings.Contains(r.Stderr, "the daemon closed the connection before the operation finished") {
+		t.Errorf("publish through a daemon killed mid-copy: %v; want exit 1 saying the daemon went away", r)
+	}
+	if r := d.Wait(harness.KillTimeout); !r.Killed() {
+		t.Fatalf("daemon at the kill point: %v", r)
+	}
+	harness.Unmount(t, mnt)
+	if r := harness.RunStatus(t, "fsck", "--repair", st); r.Code != 0 || !strings.Contains(r.Stdout, "staging-leftover staging/g000001: no publication in progress owns it (repaired)") {
+		t.Errorf("fsck --repair after the daemon died: %v\nstdout:\n%s", r, r.Stdout)
+	}
+	harness.StartMount(t, st, mnt)
+	if out := harness.Lines(harness.Run(t, publish...)); len(out) == 0 || out[len(out)-1] != "g000002" {
+		t.Errorf("publish through a new daemon printed %q; want g000002 (g000001 was burnt)", out)
+	}
+}
