@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,7 +53,7 @@ func TestVerify(t *testing.T) {
 	g1 := publish(t, st, makeCapture(t, 8<<20, 1))
 	g2 := publish(t, st, makeCapture(t, 8<<20, 2))
 	var p progressLog
-	if problems, err := st.Verify(p.fn); err != nil || len(problems) != 0 {
+	if problems, err := st.Verify(nil, p.fn); err != nil || len(problems) != 0 {
 		t.Fatalf("Verify of a clean store: %v, %v", problems, err)
 	}
 	p.check(t, "Verify", artifactBytes(g1)+artifactBytes(g2))
@@ -63,7 +64,7 @@ func TestVerify(t *testing.T) {
 	}
 	mem := filepath.Join(dir, store.PayloadDir, g2.ID.String(), "memory.bin")
 	chmodWrite(t, mem, func() error { return os.Truncate(mem, 4096) })
-	problems, err := st.Verify(nil)
+	problems, err := st.Verify(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +84,12 @@ func TestVerify(t *testing.T) {
 	}
 	if len(problems) != 3 {
 		t.Errorf("Verify found %d problems, want 3:\n%s", len(problems), got)
+	}
+	if problems, err := st.Verify([]store.GenerationID{g1.ID}, nil); err != nil || len(problems) != 1 || !strings.HasPrefix(problems[0].String(), "artifact-digest generation "+g1.ID.String()) {
+		t.Errorf("Verify of %s alone: %v, %v; want its one problem", g1.ID, problems, err)
+	}
+	if _, err := st.Verify([]store.GenerationID{9}, nil); !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "g000009") {
+		t.Errorf("Verify of a generation not in the store: %v; want ErrNotFound naming it", err)
 	}
 }
 

@@ -85,6 +85,10 @@ func TestOnlineSameAsOffline(t *testing.T) {
 		{args: []string{"settings", "--restore-window", "2d", "--refuse-reboot", "STORE"}},
 		{args: []string{"settings", "--restore-window", "40d", "STORE"}, code: 2},
 		{args: []string{"verify", "STORE"}, before: damage, code: 1},
+		{args: []string{"verify", "STORE", "g000001"}, code: 1},
+		{args: []string{"verify", "STORE", "g000002"}},
+		{args: []string{"verify", "STORE", "g000009"}, code: 1},
+		{args: []string{"verify", "STORE", "9"}, code: 2},
 		{args: []string{"fsck", "--digests", "STORE"}, code: 1},
 		{args: []string{"fsck", "--repair", "STORE"}, before: func(st string) {
 			if err := os.Mkdir(filepath.Join(st, "staging", "g000099"), 0o700); err != nil {

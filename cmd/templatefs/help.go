@@ -73,7 +73,11 @@ func synopsis(cmd command, fl *flag.FlagSet) string {
 			parts = append(parts, "["+flagSynopsis(f)+"]")
 		}
 	})
-	return strings.Join(append(parts, cmd.args...), " ")
+	parts = append(parts, cmd.args...)
+	if cmd.more != "" {
+		parts = append(parts, "["+cmd.more+"...]")
+	}
+	return strings.Join(parts, " ")
 }
 
 // flagSynopsis is how f is written on a command line: --name, and the

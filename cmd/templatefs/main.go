@@ -20,6 +20,7 @@ import (
 type command struct {
 	name     string
 	args     []string // the positional arguments, e.g. STORE CAPTURE_DIR
+	more     string   // if set, any number of further arguments of this name may follow, e.g. GEN
 	required []string // flags that must be given, with a non-empty value
 	summary  string   // what it does, one line, for the command list
 	about    string   // what it does and what its arguments are, for --help
@@ -98,13 +99,15 @@ need the store unmounted.`,
 		{
 			name:    "verify",
 			args:    []string{"STORE"},
+			more:    "GEN",
 			summary: "re-hash every payload against its recorded SHA-256; exit 1 on a mismatch",
-			about: `Read every artifact of every generation in STORE and compare its SHA-256
-with the one recorded at publication: one line per artifact that differs,
-is missing or has another hard link. Nothing changes; leases and
-publications go on meanwhile, so it can scrub a mounted store. Exit
-status 0 when every artifact matches, 1 when any does not.`,
-			example: "templatefs verify /srv/templates",
+			about: `Read every artifact of every generation in STORE, or of the generations
+GEN named (such as g000001), and compare its SHA-256 with the one recorded
+at publication: one line per artifact that differs, is missing or has
+another hard link. Nothing changes; leases and publications go on
+meanwhile, so it can scrub a mounted store. Exit status 0 when every
+artifact matches, 1 when any does not or a GEN is not in the store.`,
+			example: "templatefs verify /srv/templates g000001",
 			prepare: prepareVerify,
 		},
 		{
@@ -272,12 +275,16 @@ func parseFlags(fl *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	if len(pos) != len(cmd.args) {
+	if len(pos) < len(cmd.args) || len(pos) > len(cmd.args) && cmd.more == "" {
 		return nil, usageError{argCountMessage(cmd, len(pos))}
 	}
 	for i, p := range pos {
 		if p == "" {
-			return nil, usagef("argument %s is empty", cmd.args[i])
+			name := cmd.more
+			if i < len(cmd.args) {
+				name = cmd.args[i]
+			}
+			return nil, usagef("argument %s is empty", name)
 		}
 	}
 	for _, name := range cmd.required {
@@ -291,6 +298,9 @@ func parseFlags(fl *flag.FlagSet, args []string) ([]string, error) {
 // argCountMessage says how many positional arguments cmd takes, and how
 // many it got.
 func argCountMessage(cmd command, got int) string {
+	if cmd.more != "" {
+		return fmt.Sprintf("takes %d %s (%s) and any number of %s, got %d", len(cmd.args), plural(len(cmd.args), "argument"), strings.Join(cmd.args, " "), cmd.more, got)
+	}
 	switch len(cmd.args) {
 	case 0:
 		return fmt.Sprintf("takes no arguments, got %d", got)

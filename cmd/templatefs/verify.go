@@ -13,8 +13,8 @@ import (
 var errMismatch = errors.New("the store's payloads are damaged")
 
 // prepareVerify parses verify's command line. Its operation re-hashes
-// every artifact of every generation (store.Verify, reporting the bytes
-// hashed) and prints one line per problem (store.Problem.String). Exit
+// every artifact of every generation, or of the generations named
+// (store.Verify, reporting the bytes hashed), and prints one line per problem (store.Problem.String). Exit
 // status: 0 when every artifact matches its record, 1 when any does not
 // or the store cannot be read.
 func prepareVerify(fl *flag.FlagSet, args []string) (storeOp, error) {
@@ -23,8 +23,16 @@ func prepareVerify(fl *flag.FlagSet, args []string) (storeOp, error) {
 		return storeOp{}, err
 	}
 	dir := pos[0]
+	var gens []store.GenerationID
+	for _, arg := range pos[1:] {
+		id, err := store.ParseGenerationID(arg)
+		if err != nil {
+			return storeOp{}, usagef("GEN %q is not a generation ID (such as g000001)", arg)
+		}
+		gens = append(gens, id)
+	}
 	run := func(st *store.Store, out opOutput) error {
-		problems, err := st.Verify(out.progress("hash"))
+		problems, err := st.Verify(gens, out.progress("hash"))
 		for _, p := range problems {
 			fmt.Fprintln(out.stdout, p)
 		}
@@ -36,5 +44,5 @@ func prepareVerify(fl *flag.FlagSet, args []string) (storeOp, error) {
 		}
 		return nil
 	}
-	return storeOp{dir: dir, open: store.Options{NoRecover: true}, args: commandLine(fl, dir), run: run}, nil
+	return storeOp{dir: dir, open: store.Options{NoRecover: true}, args: commandLine(fl, pos...), run: run}, nil
 }
