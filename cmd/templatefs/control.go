@@ -98,6 +98,9 @@ func handOver(cmd command, op storeOp, inUse error, view *progressView, stdout, 
 		view.update(p.Label, p.Done, p.Total)
 	})
 	switch {
+	case errors.Is(err, control.ErrUnsupported): // Windows: the store's lock is all there is
+		fmt.Fprintf(stderr, "templatefs %s: %v\n", cmd.name, inUse)
+		return 1
 	case errors.Is(err, control.ErrNoDaemon):
 		fmt.Fprintf(stderr, "templatefs %s: %v; and no daemon serves it (%v): if a templatefs mount of it is starting, run the command again once it has mounted; if it is another command, run this one when that one has finished\n", cmd.name, inUse, err)
 		return 1
@@ -113,7 +116,9 @@ func handOver(cmd command, op storeOp, inUse error, view *progressView, stdout, 
 // mounted: each operation a command hands over runs on st with the code
 // the command runs offline (serveControl). It returns stop, which stops
 // taking new operations (the socket is closed and removed) and waits for
-// those in flight to finish; call it before st is closed. Where the
+// those in flight to finish, however long (a verify of a large store
+// reads every payload byte); call it before st is closed. It may be
+// called more than once. Where the
 // control channel is not supported (Windows) stop does nothing and
 // commands refuse while the store is mounted, as before.
 func startControl(st *store.Store) (stop func(), err error) {

@@ -15,8 +15,9 @@ import (
 // (if not nil). It returns the operation's exit status. It returns an
 // error wrapping ErrNoDaemon when nothing answers on the socket,
 // ErrRefused with the daemon's reason when the daemon refused the
-// request, and another error when the connection ends before the exit
-// status (the daemon died).
+// request, ErrUnsupported where the channel is not built (Windows), and
+// another error when the connection ends before the exit status (the
+// daemon died).
 func Call(dir string, req Request, stdout, stderr io.Writer, progress func(Progress)) (int, error) {
 	path := SocketPath(dir)
 	conn, err := dialUnix(path)
