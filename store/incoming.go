@@ -181,7 +181,7 @@ func (s *Store) PublishIncoming(name string) (Generation, error) {
 	}
 	s.incomingLinks.Lock() // until the incoming names are gone: see openPayloadFile
 	defer s.incomingLinks.Unlock()
-	g, _, err := s.publish(filepath.Join(dir, IncomingCaptureDir), class, true, true)
+	g, _, err := s.publish(filepath.Join(dir, IncomingCaptureDir), class, PublishOptions{Duplicate: true, link: true})
 	if classRefused(err) {
 		err = fmt.Errorf("%w: %s: %w", ErrCapture, IncomingClassFile, err)
 	}
@@ -226,7 +226,7 @@ func classRefused(err error) bool {
 // hashArtifact returns the SHA-256 of the first f.Size bytes of f.File,
 // holes read as zeros (copySparse without an output), after fsyncing it:
 // the bytes were written through the mount and may not be on disk yet.
-func hashArtifact(f manifest.CaptureFile) (string, error) {
+func hashArtifact(f manifest.CaptureFile, progress *progressCounter) (string, error) {
 	if n, err := linkCount(f.File); err != nil || n != 1 {
 		if err == nil {
 			err = fmt.Errorf("%s has %d hard links, want 1: %w", f.Name, n, ErrUnsafePath)
@@ -234,7 +234,7 @@ func hashArtifact(f manifest.CaptureFile) (string, error) {
 		return "", err
 	}
 	h := sha256.New()
-	if err := copySparse(nil, f.File, f.Size, h); err != nil {
+	if err := copySparse(nil, f.File, f.Size, countingHash{h, progress}); err != nil {
 		return "", err
 	}
 	if err := syncFile(faultPayloadFsync, f.File); err != nil {

@@ -27,6 +27,10 @@ const (
 	PayloadDir = "payload"  // payload/<gen>/<artifact>, immutable once renamed in
 	StagingDir = "staging"  // publication work area, emptied at Open
 	LockFile   = "lock"     // flock target; holds the owner's pid as text
+	// ControlSocket is the Unix socket a daemon serving the store takes
+	// commands on (package internal/control); a stale one may remain after
+	// a daemon is killed.
+	ControlSocket = "control.sock"
 )
 
 // Options tunes a Store. The zero value is ready to use.

@@ -56,9 +56,15 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	if d.lfs, err = leasefs.New(st, leasefs.Options{}); err != nil {
 		return err
 	}
-	// Services that take operations on the store (the control socket,
-	// exit tracking) start here and register their stop with d.OnStop.
-	d.OnStop(st.TrackExits()) // leases follow their processes (store/exits.go)
+	// Services that take operations on the store start here and register
+	// their stop with d.OnStop (stops run latest first: the control socket
+	// stops taking commands before exit tracking ends).
+	d.OnStop(st.TrackExits())            // leases follow their processes (store/exits.go)
+	stopControl, err := startControl(st) // commands on the store run through this daemon until stopControl
+	if err != nil {
+		return err
+	}
+	d.OnStop(stopControl)
 	return serve(d, pos[1], cfg, func() {
 		fmt.Fprintf(stdout, "mounted %s at %s\n", pos[0], pos[1])
 	})
