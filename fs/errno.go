@@ -45,6 +45,10 @@ func toSyscall(e leasefs.Errno) syscall.Errno {
 		return syscall.ENOSPC
 	case leasefs.EOPNOTSUPP:
 		return syscall.EOPNOTSUPP
+	case leasefs.ENOTEMPTY:
+		return syscall.ENOTEMPTY
+	case leasefs.ENOTCONN:
+		return syscall.ENOTCONN
 	case leasefs.EINTR:
 		return syscall.EINTR
 	}

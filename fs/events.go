@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 	"syscall"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
@@ -22,7 +23,8 @@ const eventsOpenFlags = fuse.FOPEN_DIRECT_IO | fuse.FOPEN_STREAM | fuse.FOPEN_NO
 
 // eventsFile is an open of the events file: its own leasefs.Events.
 type eventsFile struct {
-	ev *leasefs.Events
+	ev   *leasefs.Events
+	open *atomic.Int64 // the mount's count of open non-payload handles, or nil
 }
 
 // Read blocks until events come (leasefs.Events.Read) and ignores the
@@ -49,5 +51,6 @@ var _ = (fusefs.FileReleaser)((*eventsFile)(nil))
 
 func (e *eventsFile) Release(ctx context.Context) syscall.Errno {
 	e.ev.Close()
+	closed(e.open)
 	return 0
 }

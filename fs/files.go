@@ -4,6 +4,7 @@ package fs
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
@@ -18,7 +19,25 @@ import (
 // file (node.Write and node.Setattr answer those), and since the fd is
 // read-only the kernel refuses a writable shared mapping itself.
 type payloadFile struct {
-	lf *fusefs.LoopbackFile
+	lf   *fusefs.LoopbackFile
+	held *atomic.Int32 // a payload node's count of open handles (node.held); nil for an index snapshot
+	open *atomic.Int64 // the mount's count of such open handles (OpenFiles), or nil
+}
+
+// opened adds one open handle to count (nil: not counted) and returns it,
+// for the handle's Release to take off again (closed).
+func opened(count *atomic.Int64) *atomic.Int64 {
+	if count != nil {
+		count.Add(1)
+	}
+	return count
+}
+
+// closed takes the handle counted by opened off count.
+func closed(count *atomic.Int64) {
+	if count != nil {
+		count.Add(-1)
+	}
 }
 
 // Read returns the backing fd and range (fuse.ReadResultFd: splice, no copy).
@@ -51,11 +70,26 @@ func (p *passthroughFile) PassthroughFd() (int, bool) { return p.lf.PassthroughF
 // Release closes the backing file.
 var _ = (fusefs.FileReleaser)((*payloadFile)(nil))
 
-func (p *payloadFile) Release(ctx context.Context) syscall.Errno { return p.lf.Release(ctx) }
+func (p *payloadFile) Release(ctx context.Context) syscall.Errno {
+	if p.held != nil {
+		p.held.Add(-1)
+	}
+	closed(p.open)
+	return p.lf.Release(ctx)
+}
 
 // textFile serves the text rendered at open.
 type textFile struct {
 	data []byte
+	open *atomic.Int64 // the mount's count of open non-payload handles, or nil
+}
+
+// Release forgets the handle.
+var _ = (fusefs.FileReleaser)((*textFile)(nil))
+
+func (t *textFile) Release(ctx context.Context) syscall.Errno {
+	closed(t.open)
+	return 0
 }
 
 // Read serves from the snapshot; the file is opened with direct I/O.
@@ -94,5 +128,5 @@ var _ = (fusefs.FileReleaser)((*commandFile)(nil))
 
 func (c *commandFile) Release(ctx context.Context) syscall.Errno {
 	c.n.refuse("release", "", c.cmd.Flush())
-	return 0
+	return c.textFile.Release(ctx)
 }

@@ -9,6 +9,7 @@ package fs
 import (
 	"log/slog"
 	"os"
+	"sync/atomic"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -43,6 +44,35 @@ type MountOptions struct {
 	// the daemon, which serves them from the backing file descriptor
 	// (splice). For comparison and for kernels where passthrough misbehaves.
 	NoPassthrough bool
+	// OpenFiles, if set, counts the mount's open file handles, so a
+	// stopping daemon can say what it still serves and when nothing is
+	// left (cmd/templatefs serve).
+	OpenFiles *OpenFiles
+}
+
+// OpenFiles counts the open file handles of a mount: payload files
+// (their backing files) and all others (rendered texts, index snapshots,
+// command files). Safe for concurrent use; the zero value counts from 0.
+type OpenFiles struct {
+	payload, other atomic.Int64
+}
+
+// Payload returns how many payload file handles are open.
+func (o *OpenFiles) Payload() int64 { return o.payload.Load() }
+
+// Other returns how many other file handles are open.
+func (o *OpenFiles) Other() int64 { return o.other.Load() }
+
+// counter returns the count a handle of a payload (or of another file)
+// adds to, nil when o is nil.
+func (o *OpenFiles) counter(payload bool) *atomic.Int64 {
+	switch {
+	case o == nil:
+		return nil
+	case payload:
+		return &o.payload
+	}
+	return &o.other
 }
 
 // ReadMode names how payload reads are served: ReadPassthrough when the
@@ -64,7 +94,7 @@ func Mount(mountpoint string, lfs *leasefs.FS, opts MountOptions) (*fuse.Server,
 	if log == nil {
 		log = slog.Default()
 	}
-	root := &node{lfs: lfs, ln: lfs.Root(), noPassthrough: opts.NoPassthrough}
+	root := &node{lfs: lfs, ln: lfs.Root(), noPassthrough: opts.NoPassthrough, open: opts.OpenFiles}
 	var disabled uint64
 	if opts.NoPassthrough {
 		disabled = fuse.CAP_PASSTHROUGH

@@ -5,6 +5,7 @@ package fs
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,10 +31,19 @@ type node struct {
 	ln  leasefs.Node
 	// noPassthrough is MountOptions.NoPassthrough, inherited by every node.
 	noPassthrough bool
+	// open is MountOptions.OpenFiles (nil: not counted), inherited by every node.
+	open *OpenFiles
+	// held counts a payload node's open handles, and heldAttr holds its
+	// attributes from its first open: while a handle is open, Getattr
+	// answers from them when leasefs cannot (the daemon has detached, or
+	// the generation was retired), so fstat(2) of an open payload keeps
+	// working. Payloads never change.
+	held     atomic.Int32
+	heldAttr atomic.Pointer[leasefs.Attr]
 }
 
 func (n *node) newChild(ctx context.Context, child leasefs.Node) *fusefs.Inode {
-	return n.NewInode(ctx, &node{lfs: n.lfs, ln: child, noPassthrough: n.noPassthrough}, n.stableAttr(child))
+	return n.NewInode(ctx, &node{lfs: n.lfs, ln: child, noPassthrough: n.noPassthrough, open: n.open}, n.stableAttr(child))
 }
 
 // retiredGen is the StableAttr.Gen of a generation directory under
@@ -140,13 +150,19 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 	return n.newChild(ctx, child), 0
 }
 
-// Getattr reports leasefs.FS.Attr: real sizes, blocks and record times.
+// Getattr reports leasefs.FS.Attr: real sizes, blocks and record times;
+// for a payload with an open handle, the attributes of its open (held) if
+// leasefs fails.
 var _ = (fusefs.NodeGetattrer)((*node)(nil))
 
 func (n *node) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	a, err := n.lfs.Attr(n.ln)
 	if err != nil {
-		return errnoOf(err)
+		held := n.heldAttr.Load()
+		if held == nil || n.held.Load() == 0 {
+			return errnoOf(err)
+		}
+		a = *held
 	}
 	fillAttr(n.ln, a, &out.Attr)
 	out.SetTimeout(timeout(n.ln))
@@ -167,6 +183,7 @@ func openFlags(flags uint32) leasefs.OpenFlags {
 	return leasefs.OpenFlags{
 		Write:    flags&syscall.O_ACCMODE != syscall.O_RDONLY,
 		Truncate: flags&syscall.O_TRUNC != 0,
+		Append:   flags&syscall.O_APPEND != 0,
 	}
 }
 
@@ -184,6 +201,14 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	case err != nil:
 		return nil, 0, errnoOf(err)
 	}
+	if h.File != nil && n.heldAttr.Load() == nil {
+		a, err := n.lfs.Attr(n.ln)
+		if err != nil {
+			h.File.Close()
+			return nil, 0, errnoOf(err)
+		}
+		n.heldAttr.Store(&a)
+	}
 	return n.handle(h)
 }
 
@@ -195,8 +220,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 // FOPEN_NOFLUSH, so its close(2) costs no FLUSH round trip.
 func (n *node) handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errno) {
 	const cached, direct = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH
+	if h.Incoming != nil {
+		return newIncomingFile(h.Incoming, !n.noPassthrough), fuse.FOPEN_NOFLUSH, 0
+	}
 	if h.File != nil {
-		pf := &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.File)}
+		n.held.Add(1)
+		pf := &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.File), held: &n.held, open: opened(n.open.counter(true))}
 		if n.noPassthrough {
 			return pf, cached, 0
 		}
@@ -205,15 +234,16 @@ func (n *node) handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errn
 	if h.Snapshot != nil {
 		// Read from the fd like a payload, but never cached or passed
 		// through: each open has its own snapshot.
-		return &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.Snapshot)}, direct, 0
+		return &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.Snapshot), open: opened(n.open.counter(false))}, direct, 0
 	}
 	if h.Events != nil {
-		return &eventsFile{ev: h.Events}, eventsOpenFlags, 0
+		return &eventsFile{ev: h.Events, open: opened(n.open.counter(false))}, eventsOpenFlags, 0
 	}
+	text := textFile{data: h.Data, open: opened(n.open.counter(false))}
 	if h.Commands != nil {
-		return &commandFile{textFile: textFile{data: h.Data}, n: n, cmd: h.Commands}, fuse.FOPEN_DIRECT_IO, 0
+		return &commandFile{textFile: text, n: n, cmd: h.Commands}, fuse.FOPEN_DIRECT_IO, 0
 	}
-	return &textFile{data: h.Data}, direct, 0
+	return &text, direct, 0
 }
 
 // Create acquires a lease (generations/<gen>/leases/<clone-id> or
@@ -234,7 +264,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	out.SetEntryTimeout(timeout(cr.Node))
 	out.SetAttrTimeout(timeout(cr.Node))
 	h := cr.Handle()
-	if cr.Data == nil {
+	if cr.Data == nil && cr.Incoming == nil {
 		if h, err = n.lfs.Open(cr.Node, openFlags(flags), callerOf(ctx)); err != nil {
 			return nil, nil, 0, n.refuse("open", name, err)
 		}
@@ -263,8 +293,9 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	return n.refuse("rmdir", name, n.lfs.Rmdir(n.ln, name, callerOf(ctx)))
 }
 
-// Mkdir, Mknod, Symlink and Link are refused by leasefs.FS.MakeEntry
-// (EPERM), rather than go-fuse's default ENOTSUP.
+// Mkdir makes an incoming directory under incoming/ (leasefs.FS.Mkdir);
+// Mknod, Symlink and Link, and Mkdir elsewhere, are refused by
+// leasefs.FS.MakeEntry (EPERM), rather than go-fuse's default ENOTSUP.
 var (
 	_ = (fusefs.NodeMkdirer)((*node)(nil))
 	_ = (fusefs.NodeMknoder)((*node)(nil))
@@ -273,7 +304,14 @@ var (
 )
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	return nil, n.refuse("mkdir", name, n.lfs.MakeEntry(n.ln, name, callerOf(ctx)))
+	child, err := n.lfs.Mkdir(n.ln, name, callerOf(ctx))
+	if err != nil {
+		return nil, n.refuse("mkdir", name, err)
+	}
+	if errno := n.entryOut(child, out); errno != 0 {
+		return nil, errno
+	}
+	return n.newChild(ctx, child), 0
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
@@ -334,6 +372,12 @@ func (n *node) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAt
 	if in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME|fuse.FATTR_ATIME_NOW|fuse.FATTR_MTIME_NOW|fuse.FATTR_CTIME) != 0 {
 		c |= leasefs.ChangeTimes
 	}
+	if n.ln.IsIncoming() {
+		if errno := n.setattrIncoming(ctx, c, in); errno != 0 {
+			return errno
+		}
+		return n.Getattr(ctx, fh, out)
+	}
 	if err := n.lfs.SetAttr(n.ln, c, callerOf(ctx)); err != nil {
 		return n.refuse("setattr", "", err)
 	}
@@ -355,14 +399,19 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	return n.refuse("removexattr", "", n.lfs.ChangeXattr(n.ln, attr, callerOf(ctx)))
 }
 
-// Write passes each write(2) to the handle's leasefs.Commands: lines of
-// `pid N` or `kill` on lease files, `tombstone`, `lift` or `retire` on ctl
+// Write writes an incoming file's backing file (where passthrough does
+// not already), and passes every other write(2) to the handle's
+// leasefs.Commands: lines of `pid N` or `kill` on lease files,
+// `tombstone`, `lift` or `retire` on ctl files, `publish` on incoming ctl
 // files. Only those opens have one; every other node refuses opens for
 // writing, so the kernel sends no write for them. Node-level, so no
 // handle type can bypass it.
 var _ = (fusefs.NodeWriter)((*node)(nil))
 
 func (n *node) Write(ctx context.Context, fh fusefs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	if f := incomingHandle(fh); f != nil {
+		return f.Write(ctx, data, off)
+	}
 	cf, ok := fh.(*commandFile)
 	if !ok {
 		return 0, syscall.EBADF // not opened for writing; the kernel refuses such writes itself
@@ -380,26 +429,39 @@ func (n *node) Write(ctx context.Context, fh fusefs.FileHandle, data []byte, off
 // invalidateGeneration drops its old dentries, whether or not a later
 // command was refused.
 func (n *node) afterCommands(errno syscall.Errno) syscall.Errno {
-	if n.ln.Kind() == leasefs.KindCtlFile {
+	if n.ln.Kind() == leasefs.KindCtlFile && !n.lfs.Detached() {
 		n.invalidateGeneration(n.ln.Generation().String())
 	}
 	return errno
 }
 
-// Allocate answers fallocate(2) with leasefs.FS.Allocate (EOPNOTSUPP),
-// logged; the kernel sends it only for descriptors open for writing.
+// Allocate answers fallocate(2) with leasefs.FS.Allocate: forwarded to
+// the backing file of an incoming file, else EOPNOTSUPP, logged; the
+// kernel sends it only for descriptors open for writing.
 var _ = (fusefs.NodeAllocater)((*node)(nil))
 
 func (n *node) Allocate(ctx context.Context, fh fusefs.FileHandle, off, size uint64, mode uint32) syscall.Errno {
-	return n.refuse("fallocate", "", n.lfs.Allocate(n.ln, callerOf(ctx)))
+	if errno := n.refuse("fallocate", "", n.lfs.Allocate(n.ln, callerOf(ctx))); errno != 0 {
+		return errno
+	}
+	if f := incomingHandle(fh); f != nil {
+		return f.Allocate(ctx, off, size, mode)
+	}
+	return syscall.EOPNOTSUPP // leasefs allows it only for incoming files
 }
 
-// Fsync has nothing to sync: payloads never change, and every command is
-// durable when its write (or close) returns. Without it go-fuse answers
-// EOPNOTSUPP, which fsync(2) would return.
+// Fsync fsyncs an incoming file's backing file. Otherwise it has nothing
+// to sync: payloads never change, and every command is durable when its
+// write (or close) returns. Without it go-fuse answers EOPNOTSUPP, which
+// fsync(2) would return.
 var _ = (fusefs.NodeFsyncer)((*node)(nil))
 
-func (n *node) Fsync(ctx context.Context, fh fusefs.FileHandle, flags uint32) syscall.Errno { return 0 }
+func (n *node) Fsync(ctx context.Context, fh fusefs.FileHandle, flags uint32) syscall.Errno {
+	if f := incomingHandle(fh); f != nil {
+		return f.Fsync(ctx, flags)
+	}
+	return 0
+}
 
 // stateDirs are the top-level directories a generation moves between.
 var stateDirs = []string{"generations", "tombstones", "retiring"}

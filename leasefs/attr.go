@@ -55,12 +55,16 @@ type Attr struct {
 // times come from the records, never from the backing files. Errors:
 // store.ErrNotFound when the node no longer exists, or the store's error.
 func (f *FS) Attr(n Node) (Attr, error) {
+	if err := f.enter("getattr"); err != nil {
+		return Attr{}, err
+	}
+	defer f.leave()
 	a := Attr{Ino: n.Ino(), Nlink: 1, Blksize: textBlksize, UID: f.uid, GID: f.gid}
 	a.setTimes(f.created, f.created)
 	var text []byte
 	switch n.kind {
 	case KindRoot:
-		a.Mode, a.Nlink = modeDir, 2+5 // keys, generations, leases, tombstones, retiring
+		a.Mode, a.Nlink = modeDir, 2+6 // keys, generations, leases, tombstones, retiring, incoming
 	case KindKeysDir, KindGenerationsDir, KindTombstonesDir, KindRetiringDir:
 		// Link count 1, "subdirectories not counted" as on btrfs, so find
 		// does not skip subdirectories: counting them would walk the index
@@ -111,6 +115,8 @@ func (f *FS) Attr(n Node) (Attr, error) {
 		}
 		a, _, err := f.leaseAttr(n, l)
 		return a, err
+	case KindIncomingDir, KindIncomingEntryDir, KindIncomingFile, KindIncomingCtlFile, KindIncomingStatusFile:
+		return f.incomingAttr(n, a)
 	default:
 		return Attr{}, fmt.Errorf("attr of %s: invalid node", n)
 	}

@@ -50,7 +50,7 @@ func TestAttr(t *testing.T) {
 		mtime time.Time
 		ctime time.Time
 	}{
-		{".", fs.ModeDir | 0o555, 7, info.CreatedAt, info.CreatedAt},
+		{".", fs.ModeDir | 0o555, 8, info.CreatedAt, info.CreatedAt},
 		{"store", 0o444, 1, info.ChangedAt, info.ChangedAt},
 		{"keys", fs.ModeDir | 0o555, 1, info.CreatedAt, info.CreatedAt},
 		{"keys/KEY", fs.ModeDir | 0o555, 3, g1.PublishedAt, g1.PublishedAt},

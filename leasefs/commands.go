@@ -61,6 +61,10 @@ func (f *FS) commands(n Node) *Commands { return &Commands{f: f, n: n} }
 func (w *Commands) Write(data []byte, c Caller) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.f.enter("write " + w.n.String()); err != nil {
+		return 0, err
+	}
+	defer w.f.leave()
 	if err := w.f.authorize(c, "write "+w.n.String()); err != nil {
 		w.f.refusals.note(w.f.writeGeneration(w.n), w.f.writeOp(w.n), err)
 		return 0, err
@@ -107,12 +111,18 @@ func (w *Commands) Flush() error {
 // who has been authorized.
 func (f *FS) command(n Node, line []byte, c Caller) (err error) {
 	op := f.writeOp(n)
+	if err := f.enter(op); err != nil {
+		return err // nothing to note: the generation's status is the store's
+	}
+	defer f.leave()
 	defer func() { f.refusals.note(f.writeGeneration(n), op, err) }()
 	switch n.kind {
 	case KindLeaseFile:
 		return f.leaseCommand(n, line)
 	case KindCtlFile:
 		return f.ctlCommand(n, line, c, &op)
+	case KindIncomingCtlFile:
+		return f.incomingCommand(n, line)
 	}
 	return fmt.Errorf("write %s: %w", n, ErrReadOnly)
 }

@@ -11,7 +11,7 @@
 //	/                                   dir  0555  ino 1
 //	  store                             file 0444  ino 2       store ID, schema, counts
 //	  store.db                          file 0444  ino 8       snapshot of the bbolt index, taken at open
-//	  events                            file 0444  ino 9       state changes, a JSON line each, a stream per open; not listed
+//	  events                            file 0444  ino 10      state changes, a JSON line each, a stream per open; not listed
 //	  keys/                             dir  0555  ino 3
 //	    <key-id>/                       dir  0555  class 0x01  | KeyRecord.Seq
 //	      key                           file 0444  class 0x02  | KeyRecord.Seq   canonical key text
@@ -36,12 +36,20 @@
 //	    <gen>/                          same nodes as generations/<gen>/
 //	  retiring/                         dir  0555  ino 7       retiring generations, until their last lease is released
 //	    <gen>/                          same nodes as generations/<gen>/
+//	  incoming/                         dir  0755  ino 9       mkdir = a staging directory (incoming.go)
+//	    <name>/                         dir  0700  class 0x30  | backing dir ino
+//	      <file>                        file 0600  class 0x31  | backing file ino  real file I/O on the backing file
+//	      ctl                           file 0644  class 0x32  | backing dir ino   write publish
+//	      status                        file 0444  class 0x33  | backing dir ino   open, published <gen> or refused
 //
 // An inode number is class<<56 | object number, where the object number is
 // a persistent store identity (see Node.Ino). Numbers are therefore the same
 // across unmounts and daemon restarts, and never reused for another object:
 // generation IDs and lease sequence numbers are never handed out twice, and
-// key sequence numbers are fixed at first use. A Node is identified by its
+// key sequence numbers are fixed at first use. Incoming nodes are the
+// exception: they carry their backing file's inode number, stable while
+// it exists (and kept by a rename within its directory), which the file
+// system may reuse once it is gone. A Node is identified by its
 // kind and object only, never by the path it was reached through: the
 // generation directory under generations/, tombstones/ and retiring/ is
 // the same Node (it is in exactly one, by its state), and a lease file is

@@ -36,13 +36,15 @@ const (
 	EIO
 	ENOSPC
 	EOPNOTSUPP
+	ENOTEMPTY
+	ENOTCONN
 	EINTR
 )
 
 var errnoNames = [...]string{
 	OK: "OK", ENOENT: "ENOENT", EEXIST: "EEXIST", EPERM: "EPERM", EACCES: "EACCES", EINVAL: "EINVAL", EBUSY: "EBUSY",
 	EROFS: "EROFS", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EOVERFLOW: "EOVERFLOW", ESRCH: "ESRCH", ETIMEDOUT: "ETIMEDOUT", EIO: "EIO",
-	ENOSPC: "ENOSPC", EOPNOTSUPP: "EOPNOTSUPP", EINTR: "EINTR",
+	ENOSPC: "ENOSPC", EOPNOTSUPP: "EOPNOTSUPP", ENOTEMPTY: "ENOTEMPTY", ENOTCONN: "ENOTCONN", EINTR: "EINTR",
 }
 
 // errnoDocs says what each Errno means on the mount.
@@ -63,6 +65,8 @@ var errnoDocs = [...]string{
 	EIO:        "store I/O failed or the index is damaged (including a malformed settings row; damage found while mounted also makes the store read-only); an error without a row in the table is logged with its whole chain",
 	ENOSPC:     "the store's file system is full: the change was not made",
 	EOPNOTSUPP: "the tree has no such operation for any file: fallocate(2) of a lease or ctl file",
+	ENOTEMPTY:  "rmdir of an incoming directory that still holds files (`rm -r` removes them; a published one is empty)",
+	ENOTCONN:   "the daemon serving this (detached) mount has stopped and released the store to a new daemon: files opened before keep reading, anything else (lookup, stat, listing, a new open, a write to an open lease or ctl file) fails; a killed daemon's dead mount gives it too, from the kernel",
 	EINTR:      "a read of `events` was interrupted by a signal while it waited for an event; nothing was lost",
 }
 
@@ -143,6 +147,12 @@ var errnoTable = []ErrnoRow{
 	{context.Canceled, "context.Canceled", EINTR, "a read of `events` waiting for an event was interrupted (FUSE INTERRUPT: the reader got a signal); the next read returns what came meanwhile"},
 	{fs.ErrInvalid, "fs.ErrInvalid", EINVAL, "a path given to Walk is not an io/fs path"},
 	{syscall.ENOSPC, "syscall.ENOSPC", ENOSPC, "a lease, bind, release, tombstone, lift or retirement found the store's file system full (a payload write or an index commit); nothing changed. A failed index commit also makes the store read-only"},
+	{ErrIncomingBusy, "leasefs.ErrIncomingBusy", EBUSY, "`publish` to `incoming/<name>/ctl` while a file of the directory is open for writing (or a publication of it runs); a write-open, create, truncate, rename or unlink in it while it is being published"},
+	{store.ErrNotEmpty, "store.ErrNotEmpty", ENOTEMPTY, "rmdir of `incoming/<name>` while it holds files"},
+	{store.ErrExists, "store.ErrExists", EEXIST, "mkdir of an existing `incoming/<name>`"},
+	{store.ErrCaptureChanged, "store.ErrCaptureChanged", EBUSY, "`publish`: an artifact changed while it was hashed; publish again once nothing writes to it"},
+	{store.ErrCapture, "store.ErrCapture", EINVAL, "`publish` of an incoming directory whose capture is refused: no or a bad `class.json`, a manifest that does not validate, a missing, extra or mis-sized artifact (also a second `publish`: the first one emptied the directory); `status` gives the reason, nothing changes"},
+	{ErrDetached, "leasefs.ErrDetached", ENOTCONN, "any lookup, stat, listing, open, xattr read, or write to an open lease or ctl file served by a daemon that got SIGTERM or SIGINT: it has detached its mount and closed the store (a new daemon may own it, at the same mountpoint); open payload files, index snapshots and texts keep reading; nothing changes"},
 	{syscall.EIO, "syscall.EIO", EIO, "a payload write, fsync or index commit of the store failed with an I/O error; nothing changed. A failed fsync or commit also makes the store read-only (`store` shows the reason) until the daemon restarts"},
 }
 

@@ -41,6 +41,8 @@ type FS struct {
 	created  time.Time // store creation: the times of the fixed nodes
 	killWait time.Duration
 	refusals refusals
+	incoming incoming // incoming directories' writers and outcomes (incoming.go)
+	gate     gate     // closed by Detach (detach.go)
 	// eventsCtx is done once EndEvents is called: every events reader
 	// then ends (events.go).
 	eventsCtx context.Context
@@ -86,6 +88,7 @@ var (
 		{"leases", KindLeasesDir},
 		{"tombstones", KindTombstonesDir},
 		{"retiring", KindRetiringDir},
+		{"incoming", KindIncomingDir},
 	}
 	keyEntries = []struct {
 		name string
@@ -122,6 +125,10 @@ func notFound(dir Node, name string) error {
 // longer exists, ErrNotDir when dir is a file, ErrInoOverflow, or the
 // store's error.
 func (f *FS) Lookup(dir Node, name string) (Node, error) {
+	if err := f.enter("lookup"); err != nil {
+		return Node{}, err
+	}
+	defer f.leave()
 	switch dir.kind {
 	case KindRoot:
 		for _, e := range rootEntries {
@@ -182,6 +189,10 @@ func (f *FS) Lookup(dir Node, name string) (Node, error) {
 		}
 	case KindGenerationLeasesDir, KindLeasesDir, KindKeyLeasesDir:
 		return f.lookupLease(dir, name)
+	case KindIncomingDir:
+		return f.lookupIncomingDir(name)
+	case KindIncomingEntryDir:
+		return f.lookupIncomingFile(dir, name)
 	default:
 		return Node{}, fmt.Errorf("lookup %q in %s: %w", name, dir, ErrNotDir)
 	}
@@ -247,6 +258,10 @@ func payloadNode(g store.GenerationID, name string) (Node, error) {
 // directory lists the leases on any generation of that key. Errors: ErrNotDir,
 // store.ErrNotFound when dir no longer exists, or the store's error.
 func (f *FS) ReadDir(dir Node) ([]DirEntry, error) {
+	if err := f.enter("readdir"); err != nil {
+		return nil, err
+	}
+	defer f.leave()
 	var out []DirEntry
 	add := func(name string, n Node, err error) error {
 		if err == nil {
@@ -339,6 +354,8 @@ func (f *FS) ReadDir(dir Node) ([]DirEntry, error) {
 				return nil, err
 			}
 		}
+	case KindIncomingDir, KindIncomingEntryDir:
+		return f.readIncoming(dir)
 	default:
 		return nil, fmt.Errorf("readdir %s: %w", dir, ErrNotDir)
 	}

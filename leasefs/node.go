@@ -32,6 +32,11 @@ const (
 	KindKeyLeasesDir                        // keys/<key-id>/leases/
 	KindCtlFile                             // <gen>/ctl
 	KindIndexFile                           // store.db
+	KindIncomingDir                         // incoming/
+	KindIncomingEntryDir                    // incoming/<name>/
+	KindIncomingFile                        // incoming/<name>/<file>
+	KindIncomingCtlFile                     // incoming/<name>/ctl
+	KindIncomingStatusFile                  // incoming/<name>/status
 	KindEventsFile                          // events
 )
 
@@ -56,6 +61,11 @@ var kindNames = [...]string{
 	KindKeyLeasesDir:        "key leases directory",
 	KindCtlFile:             "ctl file",
 	KindIndexFile:           "index snapshot file",
+	KindIncomingDir:         "incoming directory",
+	KindIncomingEntryDir:    "incoming staging directory",
+	KindIncomingFile:        "incoming file",
+	KindIncomingCtlFile:     "incoming ctl file",
+	KindIncomingStatusFile:  "incoming status file",
 	KindEventsFile:          "events file",
 }
 
@@ -80,7 +90,8 @@ func Kinds() []Kind {
 func (k Kind) IsDir() bool {
 	switch k {
 	case KindRoot, KindKeysDir, KindKeyDir, KindGenerationsDir, KindTombstonesDir, KindRetiringDir,
-		KindGenerationDir, KindPayloadDir, KindGenerationLeasesDir, KindLeasesDir, KindKeyLeasesDir:
+		KindGenerationDir, KindPayloadDir, KindGenerationLeasesDir, KindLeasesDir, KindKeyLeasesDir,
+		KindIncomingDir, KindIncomingEntryDir:
 		return true
 	}
 	return false
@@ -118,7 +129,7 @@ const (
 	InoTombstones  = 6
 	InoRetiring    = 7
 	InoIndex       = 8
-	InoEvents      = 9
+	InoEvents      = 10 // after InoIncoming (incoming.go)
 )
 
 // inoClass is the class byte of each kind with a per-object number.
@@ -136,6 +147,10 @@ var inoClass = map[Kind]uint64{
 	KindCtlFile:             0x15,
 	KindPayloadFile:         0x18, // + artifact index, up to 0x1f
 	KindLeaseFile:           0x20,
+	KindIncomingEntryDir:    inoClassIncomingDir,
+	KindIncomingFile:        inoClassIncomingFile,
+	KindIncomingCtlFile:     inoClassIncomingCtl,
+	KindIncomingStatusFile:  inoClassIncomingStatus,
 }
 
 // Node identifies one object of the tree by kind and persistent identity,
@@ -207,6 +222,8 @@ func (n Node) Ino() uint64 {
 		return InoRetiring
 	case KindIndexFile:
 		return InoIndex
+	case KindIncomingDir:
+		return InoIncoming
 	case KindEventsFile:
 		return InoEvents
 	}
@@ -227,6 +244,8 @@ func (n Node) String() string {
 		return fmt.Sprintf("%s %s/%s", n.kind, store.GenerationID(n.num), n.name)
 	case KindLeaseFile:
 		return fmt.Sprintf("%s %s (seq %d)", n.kind, n.name, n.num)
+	case KindIncomingEntryDir, KindIncomingFile, KindIncomingCtlFile, KindIncomingStatusFile:
+		return fmt.Sprintf("%s %s", n.kind, n.name)
 	}
 	if g := n.Generation(); g != 0 {
 		return fmt.Sprintf("%s %s", n.kind, g)

@@ -12,10 +12,11 @@ import (
 type OpenFlags struct {
 	Write    bool // O_WRONLY or O_RDWR
 	Truncate bool // O_TRUNC
+	Append   bool // O_APPEND: only incoming files take it
 }
 
-// Handle is an open file. Exactly one of Data, File, Snapshot and Events
-// is set.
+// Handle is an open file. Exactly one of Data, File, Snapshot, Incoming
+// and Events is set.
 type Handle struct {
 	// Data is the content of a text, lease or ctl file, rendered at open:
 	// the handle keeps reading this snapshot, so adapters serve it without
@@ -38,11 +39,16 @@ type Handle struct {
 	// handle's command stream. Adapters pass it every write(2) and call
 	// its Flush at each close (FLUSH) and at RELEASE.
 	Commands *Commands
+	// Incoming is an open file of an incoming directory: the adapter reads
+	// and writes its backing file, closes it and calls Released.
+	Incoming *IncomingFile
 }
 
 // isWritable reports whether n takes writes: lease files (`pid N`,
 // `kill`) and ctl files (`tombstone`, `lift`, `retire`).
-func (n Node) isWritable() bool { return n.kind == KindLeaseFile || n.kind == KindCtlFile }
+func (n Node) isWritable() bool {
+	return n.kind == KindLeaseFile || n.kind == KindCtlFile || n.kind == KindIncomingCtlFile
+}
 
 // isLeaseNode reports whether n is a writable file or a leases directory:
 // the nodes that accept a change of times (and, for files, of size) as a
@@ -60,9 +66,15 @@ func (n Node) isLeaseNode() bool {
 // owner and root (ErrAccess). Errors also: ErrIsDir, store.ErrNotFound
 // when the node no longer exists, the store's open error.
 func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
+	if err := f.enter("open"); err != nil {
+		return Handle{}, err
+	}
+	defer f.leave()
 	switch {
 	case n.IsDir():
 		return Handle{}, fmt.Errorf("open %s: %w", n, ErrIsDir)
+	case n.kind == KindIncomingFile:
+		return f.openIncoming(n, fl, c)
 	case fl.Write || fl.Truncate:
 		if err := f.authorize(c, "open "+n.String()+" for writing"); err != nil {
 			return Handle{}, err
@@ -144,6 +156,9 @@ func (f *FS) Allocate(n Node, c Caller) error {
 	if err := f.authorize(c, "fallocate "+n.String()); err != nil {
 		return err
 	}
+	if n.kind == KindIncomingFile {
+		return f.incomingChange(n.incomingDirName(), func() error { return nil })
+	}
 	return fmt.Errorf("fallocate %s: %w", n, ErrNotSupported)
 }
 
@@ -175,9 +190,16 @@ func (f *FS) ChangeXattr(n Node, name string, c Caller) error {
 // store.ErrRetiring, store.ErrIneligible, store.ErrLeaseConflict. A refusal
 // in a generation's leases directory is remembered as its last refusal.
 func (f *FS) Create(dir Node, name string, excl bool, c Caller) (cr Created, err error) {
+	if err := f.enter("create"); err != nil {
+		return Created{}, err
+	}
+	defer f.leave()
 	defer func() { f.refusals.note(dir.Generation(), "create "+name, err) }()
 	if err := f.authorize(c, fmt.Sprintf("create %q in %s", name, dir)); err != nil {
 		return Created{}, err
+	}
+	if dir.kind == KindIncomingEntryDir {
+		return f.createIncoming(dir, name, excl)
 	}
 	existing, err := f.Lookup(dir, name)
 	switch {
@@ -232,10 +254,14 @@ type Created struct {
 	// Commands is the command stream of the lease file's new handle (a
 	// create opens for writing); nil with Data.
 	Commands *Commands
+	// Incoming is the open of a created incoming file.
+	Incoming *IncomingFile
 }
 
-// Handle is the open handle of a created lease file.
-func (cr Created) Handle() Handle { return Handle{Data: cr.Data, Commands: cr.Commands} }
+// Handle is the open handle of a created lease or incoming file.
+func (cr Created) Handle() Handle {
+	return Handle{Data: cr.Data, Commands: cr.Commands, Incoming: cr.Incoming}
+}
 
 func (f *FS) createdLease(n Node, l store.Lease) (Created, error) {
 	a, data, err := f.leaseAttr(n, l)
@@ -251,6 +277,10 @@ func (f *FS) createdLease(n Node, l store.Lease) (Created, error) {
 // (store.ErrProcessAlive, store.ErrProcessUninspectable). A refused
 // release is remembered as its generation's last refusal.
 func (f *FS) Remove(dir Node, name string, c Caller) (err error) {
+	if err := f.enter("unlink"); err != nil {
+		return err
+	}
+	defer f.leave()
 	n, lerr := f.Lookup(dir, name)
 	gen := dir.Generation()
 	if lerr == nil && n.kind == KindLeaseFile {
@@ -267,6 +297,8 @@ func (f *FS) Remove(dir Node, name string, c Caller) (err error) {
 		return lerr
 	case n.IsDir():
 		return fmt.Errorf("unlink %s: %w", n, ErrIsDir)
+	case dir.kind == KindIncomingEntryDir:
+		return f.removeIncoming(dir, name)
 	case n.kind != KindLeaseFile:
 		return fmt.Errorf("unlink %s: only lease files can be removed: %w", n, ErrNotPermitted)
 	}
@@ -290,6 +322,10 @@ func (f *FS) Remove(dir Node, name string, c Caller) (err error) {
 // Errors also: ErrAccess, the Lookup errors, ErrNotDir for a file. A
 // refused rmdir in a generation is remembered as its last refusal.
 func (f *FS) Rmdir(dir Node, name string, c Caller) (err error) {
+	if err := f.enter("rmdir"); err != nil {
+		return err
+	}
+	defer f.leave()
 	n, lerr := f.Lookup(dir, name)
 	gen := n.Generation()
 	defer func() { f.refusals.note(gen, "rmdir "+name, err) }()
@@ -301,6 +337,8 @@ func (f *FS) Rmdir(dir Node, name string, c Caller) (err error) {
 		return lerr
 	case !n.IsDir():
 		return fmt.Errorf("rmdir %s: %w", n, ErrNotDir)
+	case n.kind == KindIncomingEntryDir:
+		return f.rmdirIncoming(name)
 	case n.kind != KindGenerationDir:
 		return fmt.Errorf("rmdir %s: %w", n, ErrNotPermitted)
 	}
@@ -338,6 +376,24 @@ func (f *FS) MakeEntry(dir Node, name string, c Caller) error {
 	return fmt.Errorf("make %q in %s: %w", name, dir, ErrNotPermitted)
 }
 
+// Mkdir is mkdir(2) of name in dir by c: in incoming/ it makes an
+// incoming directory (store.MakeIncoming, durable when it returns) and
+// returns its node; elsewhere it is MakeEntry. Errors: MakeEntry's, and
+// store.ErrInvalidID, store.ErrExists.
+func (f *FS) Mkdir(dir Node, name string, c Caller) (Node, error) {
+	if err := f.enter("mkdir"); err != nil {
+		return Node{}, err
+	}
+	defer f.leave()
+	if dir.kind != KindIncomingDir {
+		return Node{}, f.MakeEntry(dir, name, c)
+	}
+	if err := f.authorize(c, fmt.Sprintf("mkdir %q in %s", name, dir)); err != nil {
+		return Node{}, err
+	}
+	return f.makeIncoming(name)
+}
+
 // RenameFlags are the flags of renameat2(2), decoded by the adapter.
 type RenameFlags uint32
 
@@ -364,6 +420,10 @@ const (
 // fuse-and-store-notes.md §C6), the store's errors. A refused rename of a
 // generation (or a node in it) is remembered as its last refusal.
 func (f *FS) Rename(oldDir Node, oldName string, newDir Node, newName string, flags RenameFlags, c Caller) (err error) {
+	if err := f.enter("rename"); err != nil {
+		return err
+	}
+	defer f.leave()
 	src, lerr := f.Lookup(oldDir, oldName)
 	gen := src.Generation()
 	defer func() { f.refusals.note(gen, "rename "+oldName, err) }()
@@ -373,6 +433,8 @@ func (f *FS) Rename(oldDir Node, oldName string, newDir Node, newName string, fl
 	switch {
 	case lerr != nil:
 		return lerr
+	case oldDir.kind == KindIncomingEntryDir:
+		return f.renameIncoming(oldDir, oldName, newDir, newName, flags)
 	case flags&^RenameNoReplace != 0:
 		return fmt.Errorf("rename %s with flags %#x: %w", src, uint32(flags), ErrNotPermitted)
 	case src.kind != KindGenerationDir || oldName != newName:

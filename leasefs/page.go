@@ -16,6 +16,10 @@ import (
 // at the end. Errors: as ReadDir, and ErrNotFound (wrapped) for a
 // generation directory's after that is not a generation ID.
 func (f *FS) ReadDirFrom(dir Node, after string, n int) ([]DirEntry, error) {
+	if err := f.enter("readdir"); err != nil {
+		return nil, err
+	}
+	defer f.leave()
 	if n <= 0 {
 		return nil, fmt.Errorf("readdir %s: page size %d, want > 0", dir, n)
 	}

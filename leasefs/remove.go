@@ -21,6 +21,10 @@ import "fmt"
 // can exit or a lease be bound between this answer and the unlink; the
 // unlink's own refusal is then only logged and shown in status.
 func (f *FS) CheckRemove(dir Node, name string, c Caller) error {
+	if err := f.enter("remove"); err != nil {
+		return err
+	}
+	defer f.leave()
 	if err := f.authorize(c, fmt.Sprintf("remove %q from %s", name, dir)); err != nil {
 		return err
 	}
@@ -28,6 +32,8 @@ func (f *FS) CheckRemove(dir Node, name string, c Caller) error {
 	switch {
 	case err != nil:
 		return err
+	case n.kind == KindIncomingFile || n.kind == KindIncomingEntryDir:
+		return nil // removed and renamed like files of any directory
 	case n.kind != KindLeaseFile && n.kind != KindGenerationDir:
 		return fmt.Errorf("remove %s: only lease files and generation directories leave their directory: %w", n, ErrNotPermitted)
 	case n.kind == KindLeaseFile:

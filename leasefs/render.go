@@ -45,6 +45,14 @@ func (f *FS) content(n Node) ([]byte, error) {
 			return nil, err
 		}
 		return ctlText, nil
+	case KindIncomingCtlFile, KindIncomingStatusFile:
+		if _, err := f.lookupIncomingDir(n.name); err != nil {
+			return nil, err
+		}
+		if n.kind == KindIncomingCtlFile {
+			return incomingCtlText, nil
+		}
+		return f.incomingStatusText(n.name), nil
 	}
 	return nil, fmt.Errorf("render %s: not a text file", n)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -105,6 +106,13 @@ func TestLookup(t *testing.T) {
 // unique except for a lease file seen under both of its names.
 func TestTreeConsistency(t *testing.T) {
 	fx := newFixture(t, makeCaptures(t))
+	if err := fx.st.MakeIncoming("cap1"); err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := fx.st.IncomingPath("cap1")
+	if err := os.WriteFile(filepath.Join(dir, "capture", "memory.bin"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tree := fx.walkTree()
 	byIno := map[uint64]string{}
 	for _, p := range slices.Sorted(maps.Keys(tree)) {
@@ -152,7 +160,8 @@ func TestTreeConsistency(t *testing.T) {
 	key := "keys/" + fx.gens[1].KeyID
 	want := slices.Concat(
 		[]string{".", "generations", "keys", key, key + "/generations", key + "/key", key + "/leases", key + "/leases/c1", key + "/leases/c2", key + "/leases/c5",
-			"leases", "leases/c1", "leases/c2", "leases/c5", "retiring", "store", "store.db", "tombstones"},
+			"leases", "leases/c1", "leases/c2", "leases/c5", "retiring", "store", "store.db", "tombstones",
+			"incoming", "incoming/cap1", "incoming/cap1/ctl", "incoming/cap1/status", "incoming/cap1/memory.bin"},
 		gen("generations", "g000001", "c1"), gen("generations", "g000003"), gen("generations", "g000004"),
 		gen("tombstones", "g000002", "c2"), gen("retiring", "g000005", "c5"),
 	)

@@ -25,6 +25,10 @@ func (f *FS) Xattrs(n Node) ([]Xattr, error) {
 	if n.kind != KindPayloadFile {
 		return nil, nil
 	}
+	if err := f.enter("getxattr"); err != nil {
+		return nil, err
+	}
+	defer f.leave()
 	g, err := f.st.Generation(n.Generation())
 	if err != nil {
 		return nil, err

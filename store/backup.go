@@ -255,5 +255,5 @@ func restoreArtifact(dst string, src *os.File, a Artifact) (string, error) {
 	if fi.Size() != a.Size {
 		return "", fmt.Errorf("%s is %d bytes, index holds %d: %w", src.Name(), fi.Size(), a.Size, ErrBackupMismatch)
 	}
-	return copyArtifact(dst, src, a.Size)
+	return copyArtifact(dst, src, a.Size, nil)
 }

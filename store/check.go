@@ -20,6 +20,9 @@ type CheckOptions struct {
 	// directories, staging leftovers and unexpected payload files. Other
 	// problems are reported only.
 	Repair bool
+	// Progress, if not nil, is told the bytes hashed of the total to hash
+	// (with Digests).
+	Progress Progress
 }
 
 // Kinds of Problem.
@@ -50,6 +53,10 @@ type Problem struct {
 	Subject  string // what is wrong, for example "generation g000003", "lease \"c1\"", "payload/g000009"
 	Detail   string // why, with the numbers that disagree
 	Repaired bool   // Check with Repair fixed it
+	// Repairable says that Check with Repair fixes problems of this kind
+	// and subject: set on every such problem, repaired or not (a
+	// read-only store repairs nothing).
+	Repairable bool
 }
 
 // String renders the problem as one line: "kind subject: detail", with
@@ -93,9 +100,14 @@ func (s *Store) Check(opts CheckOptions) ([]Problem, error) {
 		return nil, fmt.Errorf("check: %w", err)
 	}
 	if opts.Digests {
-		if err := s.checkDigests(c, jobs); err != nil {
+		if err := s.checkDigests(c, jobs, opts.Progress); err != nil {
 			return nil, fmt.Errorf("check: %w", err)
 		}
+	}
+	for i := range c.problems {
+		_, index := c.fixIndex[i]
+		_, files := c.fixFiles[i]
+		c.problems[i].Repairable = index || files
 	}
 	if opts.Repair {
 		if err := s.ReadOnly(); err != nil {

@@ -123,11 +123,24 @@ func (s *Store) checkPayloads(c *checker, gens []Generation) ([]digestJob, error
 	return jobs, nil
 }
 
-// checkDigests hashes each job's file. A file that vanished because its
+// checkDigests hashes each job's file, counting the bytes hashed in
+// progress (which may be nil). A file that vanished because its
 // generation was retired meanwhile is skipped.
-func (s *Store) checkDigests(c *checker, jobs []digestJob) error {
+func (s *Store) checkDigests(c *checker, jobs []digestJob, progress Progress) error {
+	var total int64
 	for _, j := range jobs {
-		sum, err := s.payloadSHA256(j.gen, j.want.Name)
+		total += j.want.Size
+	}
+	counter := newProgress(progress, total)
+	for _, j := range jobs {
+		var before int64
+		if counter != nil {
+			before = counter.done
+		}
+		sum, err := s.payloadSHA256(j.gen, j.want.Name, counter)
+		if counter != nil { // a short or missing file still counts as done
+			counter.add(before + j.want.Size - counter.done)
+		}
 		if errors.Is(err, os.ErrNotExist) {
 			if _, gerr := s.Generation(j.gen); errors.Is(gerr, ErrNotFound) {
 				continue
@@ -211,6 +224,11 @@ func (c *checker) artifacts(s *Store, g Generation, jobs []digestJob) ([]digestJ
 		f, err := s.openPayloadFile(g.ID, a.Name)
 		switch {
 		case errors.Is(err, ErrUnsafePath): // hard links (a symlink swapped in since Lstat: the detail says so)
+			if other, fix := s.incomingLink(p); fix != nil {
+				i := c.add(ProblemArtifactLinks, subject, "%v: the other is %s, left by a publication of that incoming directory interrupted after its commit; repair removes it", err, other)
+				c.fixFiles[i] = fix
+				continue
+			}
 			c.add(ProblemArtifactLinks, subject, "%v", err)
 			continue
 		case err != nil:
@@ -243,15 +261,16 @@ func (c *checker) artifacts(s *Store, g Generation, jobs []digestJob) ([]digestJ
 }
 
 // payloadSHA256 returns the lowercase hex SHA-256 of artifact name of
-// generation gen, opened as OpenPayload opens it (openPayloadFile).
-func (s *Store) payloadSHA256(gen GenerationID, name string) (string, error) {
+// generation gen, opened as OpenPayload opens it (openPayloadFile),
+// counting the bytes read in progress (which may be nil).
+func (s *Store) payloadSHA256(gen GenerationID, name string, progress *progressCounter) (string, error) {
 	f, err := s.openPayloadFile(gen, name)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.CopyBuffer(h, f, make([]byte, copyBlock)); err != nil {
+	if _, err := io.CopyBuffer(countingHash{h, progress}, f, make([]byte, copyBlock)); err != nil {
 		return "", fmt.Errorf("read %s: %w", f.Name(), err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

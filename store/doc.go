@@ -10,9 +10,10 @@
 //
 //   - safety_unix.go, safety_windows.go: mkdirPrivate, checkPrivate,
 //     checkTree and checkParents. On Unix every path in the store is owned
-//     by the effective uid, not writable by group or others, and no
-//     symbolic link, and no directory above it lets another user replace
-//     it (Windows does not check the parents). On
+//     by the effective uid, not writable by group or others, and a
+//     directory or regular file (or, for ControlSocket only, the daemon's
+//     socket), and no directory above it lets another user replace it
+//     (Windows does not check the parents). On
 //     Windows every path's owner is the current user, its DACL grants
 //     write access to nobody else (checkDACL in dacl.go decides, and
 //     allows SYSTEM and Administrators), and no path is a reparse point.

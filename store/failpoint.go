@@ -22,7 +22,10 @@ import (
 // bind-committed, release-marked (Releasing committed, exit not yet
 // checked), release-committed, kill-signalled (after SIGKILL and the
 // bounded wait, before the release), exit-recorded (a bound process's
-// exit committed as state exited, by the tracker or at its start).
+// exit committed as state exited, by the tracker or at its start),
+// incoming-committed (PublishIncoming: generation committed, its incoming
+// names not yet removed). A publication of an incoming directory passes
+// the publish-* points too.
 const FailpointEnv = "TEMPLATEFS_FAILPOINT"
 
 // TEMPLATEFS_FAILPOINT=<name>:ENOSPC or <name>:EIO arms an error point

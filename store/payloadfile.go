@@ -21,6 +21,13 @@ func (s *Store) openPayloadFile(gen GenerationID, name string) (*os.File, error)
 	}
 	n, err := linkCount(f)
 	if err == nil && n != 1 {
+		// A publication of an incoming directory may be removing the
+		// incoming names of a generation it just committed: wait for it.
+		s.incomingLinks.RLock()
+		n, err = linkCount(f)
+		s.incomingLinks.RUnlock()
+	}
+	if err == nil && n != 1 {
 		err = fmt.Errorf("%s has %d hard links, want 1: another name can change it (find it with find -samefile): %w", f.Name(), n, ErrUnsafePath)
 	}
 	if err != nil {

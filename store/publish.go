@@ -53,7 +53,7 @@ import (
 // A failed fsync or commit makes the store read-only (durable.go): what
 // the disk holds is unknown until a restart reads it again.
 func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation, error) {
-	g, _, err := s.publish(captureDir, class, true)
+	g, _, err := s.publish(captureDir, class, PublishOptions{Duplicate: true})
 	return g, s.readOnlyAfterSync(err)
 }
 
@@ -67,13 +67,34 @@ func (s *Store) Publish(captureDir string, class *templatekey.Class) (Generation
 // (to hash them, before any copy). Errors are Publish's; a capture that
 // changes while it is hashed is refused with ErrCaptureChanged.
 func (s *Store) PublishIfNew(captureDir string, class *templatekey.Class) (g Generation, published bool, err error) {
-	g, published, err = s.publish(captureDir, class, false)
+	g, published, err = s.publish(captureDir, class, PublishOptions{})
 	return g, published, s.readOnlyAfterSync(err)
 }
 
-// publish is Publish (duplicate true) and PublishIfNew (false), but for
-// the read-only policy on a failed fsync.
-func (s *Store) publish(captureDir string, class *templatekey.Class, duplicate bool) (Generation, bool, error) {
+// PublishOptions tunes PublishWith.
+type PublishOptions struct {
+	// Duplicate publishes a capture identical to a generation already in
+	// the store as a new generation (Publish) instead of returning that
+	// one (PublishIfNew).
+	Duplicate bool
+	// Progress, if not nil, is told the bytes copied of the capture's total.
+	Progress Progress
+	// link (PublishIncoming: the capture is on the store's disk) makes
+	// step 3 hash and fsync each artifact where it is (hashArtifact), and
+	// after step 4 hard-link them into staging/<gen>/ (linkArtifacts)
+	// instead of copying them.
+	link bool
+}
+
+// PublishWith is Publish when opts.Duplicate, PublishIfNew otherwise,
+// reporting the copy's progress to opts.Progress.
+func (s *Store) PublishWith(captureDir string, class *templatekey.Class, opts PublishOptions) (g Generation, published bool, err error) {
+	g, published, err = s.publish(captureDir, class, opts)
+	return g, published, s.readOnlyAfterSync(err)
+}
+
+// publish is PublishWith, but for the read-only policy on a failed fsync.
+func (s *Store) publish(captureDir string, class *templatekey.Class, opts PublishOptions) (Generation, bool, error) {
 	c, err := s.openCapture(captureDir)
 	if err != nil {
 		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
@@ -90,7 +111,7 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, duplicate b
 	}
 	sum := sha256.Sum256(c.ManifestBytes)
 	manifestDigest := hex.EncodeToString(sum[:])
-	if !duplicate {
+	if !opts.Duplicate {
 		g, found, err := s.identicalGeneration(keyID, c, manifestDigest, before)
 		if err != nil {
 			return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
@@ -131,8 +152,18 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, duplicate b
 			os.RemoveAll(staging)
 		}
 	}()
+	var total int64
 	for _, f := range c.Files {
-		digest, err := copyArtifact(filepath.Join(staging, f.Name), f.File, f.Size)
+		total += f.Size
+	}
+	progress := newProgress(opts.Progress, total)
+	for _, f := range c.Files {
+		var digest string
+		if opts.link {
+			digest, err = hashArtifact(f, progress)
+		} else {
+			digest, err = copyArtifact(filepath.Join(staging, f.Name), f.File, f.Size, progress)
+		}
 		if err != nil {
 			return Generation{}, false, fmt.Errorf("publish %s: %s: %w", captureDir, f.Name, err)
 		}
@@ -147,6 +178,11 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, duplicate b
 	}
 	if err := checkUnchanged(c, before); err != nil {
 		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
+	}
+	if opts.link {
+		if err := linkArtifacts(staging, c); err != nil {
+			return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
+		}
 	}
 	if err := syncDirAt(faultPublishFsyncStage, staging); err != nil {
 		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
@@ -218,8 +254,9 @@ func captureTime(m *manifest.Manifest) time.Time {
 // (or a dense one full of zeros) costs disk in proportion to its data. The
 // digest covers every byte, holes read as zeros, on every OS. O_EXCL
 // already refuses a symbolic link at dst, so no O_NOFOLLOW is needed. A
-// failed fsync is a *syncError (durable.go).
-func copyArtifact(dst string, src *os.File, size int64) (string, error) {
+// failed fsync is a *syncError (durable.go). Every byte read or hashed
+// as a hole is counted in progress (which may be nil).
+func copyArtifact(dst string, src *os.File, size int64, progress *progressCounter) (string, error) {
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
 	if err != nil {
 		return "", err
@@ -229,7 +266,7 @@ func copyArtifact(dst string, src *os.File, size int64) (string, error) {
 	if err := fault(faultPayloadWrite); err != nil {
 		return "", &os.PathError{Op: "write", Path: dst, Err: err}
 	}
-	if err := copySparse(out, src, size, h); err != nil {
+	if err := copySparse(out, src, size, countingHash{h, progress}); err != nil {
 		return "", err
 	}
 	if fi, err := src.Stat(); err != nil || fi.Size() != size {

@@ -32,6 +32,12 @@ func checkInfo(path string, fi fs.FileInfo, uid int) error {
 	if !fi.Mode().IsDir() && !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s is a %s, want a directory or regular file: %w", path, fi.Mode().Type(), ErrUnsafePath)
 	}
+	return checkOwner(path, fi, uid)
+}
+
+// checkOwner refuses path unless it is owned by uid and not writable by
+// group or others.
+func checkOwner(path string, fi fs.FileInfo, uid int) error {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return fmt.Errorf("%s: no ownership information: %w", path, ErrUnsafePath)
@@ -47,8 +53,12 @@ func checkInfo(path string, fi fs.FileInfo, uid int) error {
 
 // checkTree applies checkPrivate to dir and everything below it. WalkDir
 // uses Lstat, so it never follows a link out of the store.
+//
+// The one entry that may be neither is ControlSocket, directly in dir: a
+// socket, under the same ownership and mode rules.
 func checkTree(dir string) error {
 	uid := os.Geteuid()
+	sock := filepath.Join(dir, ControlSocket)
 	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -56,6 +66,9 @@ func checkTree(dir string) error {
 		fi, err := d.Info()
 		if err != nil {
 			return err
+		}
+		if path == sock && fi.Mode().Type() == fs.ModeSocket {
+			return checkOwner(path, fi, uid)
 		}
 		return checkInfo(path, fi, uid)
 	})

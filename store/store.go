@@ -27,6 +27,10 @@ const (
 	PayloadDir = "payload"  // payload/<gen>/<artifact>, immutable once renamed in
 	StagingDir = "staging"  // publication work area, emptied at Open
 	LockFile   = "lock"     // flock target; holds the owner's pid as text
+	// ControlSocket is the Unix socket a daemon serving the store takes
+	// commands on (package internal/control); a stale one may remain after
+	// a daemon is killed.
+	ControlSocket = "control.sock"
 )
 
 // Options tunes a Store. The zero value is ready to use.
@@ -77,6 +81,9 @@ type Store struct {
 	// pubMu guards publishing: the IDs of publications in progress.
 	pubMu      sync.Mutex
 	publishing map[GenerationID]bool
+	// incomingLinks is held by PublishIncoming while the payload files it
+	// links still have their incoming names (openPayloadFile).
+	incomingLinks sync.RWMutex
 
 	// readOnly is set once, by setReadOnly (readonly.go).
 	readOnly atomic.Pointer[readOnlyError]
@@ -274,6 +281,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := s.recover(s.db.otherMeta != nil); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store %s: recover: %w", dir, err)
+	}
+	if err := s.recoverIncoming(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open store %s: recover incoming: %w", dir, err)
 	}
 	if err := s.resumeRetirements(); err != nil {
 		s.Close()

@@ -47,6 +47,10 @@ func toFuse(e leasefs.Errno) int {
 		return -fuse.ENOSPC
 	case leasefs.EOPNOTSUPP:
 		return -fuse.EOPNOTSUPP
+	case leasefs.ENOTEMPTY:
+		return -fuse.ENOTEMPTY
+	case leasefs.ENOTCONN:
+		return -fuse.ENOTCONN
 	case leasefs.EINTR:
 		return -fuse.EINTR
 	}

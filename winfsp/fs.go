@@ -26,6 +26,10 @@ const noHandle = ^uint64(0)
 type handle struct {
 	node leasefs.Node
 	h    leasefs.Handle
+	// path is the path it was opened at, and attr a payload's attributes
+	// at open (Getattr, heldAttr); zero otherwise.
+	path string
+	attr leasefs.Attr
 }
 
 // fileSystem is the cgofuse FileSystemInterface over one leasefs.FS. Every
@@ -87,12 +91,54 @@ func (f *fileSystem) refuse(op, p string, err error) int {
 	return toFuse(f.lfs.Refuse(op, rel(p), err))
 }
 
-func (f *fileSystem) add(n leasefs.Node, h leasefs.Handle) uint64 {
+// add records open handle h of n, opened at path p, and returns its
+// number. A payload's handle also takes the node's attributes, for
+// Getattr (from another open handle of n, else from leasefs now); if they
+// cannot be read, its file is closed and add returns the errno.
+func (f *fileSystem) add(n leasefs.Node, p string, h leasefs.Handle) (int, uint64) {
+	attr, held := leasefs.Attr{}, false
+	if h.File != nil {
+		attr, held = f.heldAttr(n, "")
+	}
+	if h.File != nil && !held {
+		var err error
+		if attr, err = f.lfs.Attr(n); err != nil {
+			h.File.Close()
+			return errnoOf(err), noHandle
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.next++
-	f.handles[f.next] = &handle{node: n, h: h}
-	return f.next
+	f.handles[f.next] = &handle{node: n, path: rel(p), h: h, attr: attr}
+	return 0, f.next
+}
+
+// heldAttr returns the attributes of a payload open at node n or at path
+// p (as opened: libfuse keeps the old daemon's paths), if one is.
+func (f *fileSystem) heldAttr(n leasefs.Node, p string) (leasefs.Attr, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, h := range f.handles {
+		if h.h.File != nil && (h.node == n || h.path == p) {
+			return h.attr, true
+		}
+	}
+	return leasefs.Attr{}, false
+}
+
+// openFiles counts the open handles: of payload files, and of all others.
+func (f *fileSystem) openFiles() (payload, other int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, h := range f.handles {
+		if h.h.File != nil {
+			payload++
+		} else {
+			other++
+		}
+	}
+	return payload, other
 }
 
 func (f *fileSystem) get(fh uint64) (*handle, bool) {
@@ -141,18 +187,27 @@ func (f *fileSystem) Statfs(p string, st *fuse.Statfs_t) int {
 }
 
 // Getattr reports leasefs.FS.Attr of the open handle's node, else of the
-// path's.
+// path's. When leasefs cannot answer (the daemon has detached:
+// leasefs.ErrDetached, or the generation was retired) and a payload is
+// open at that node or path, it answers from the attributes taken at that
+// open (heldAttr): payloads never change, and fstat(2), which reaches
+// libfuse without a handle, and the kernel's revalidation before a read
+// (auto_inval_data) must keep working on an open payload.
 func (f *fileSystem) Getattr(p string, st *fuse.Stat_t, fh uint64) int {
 	if f.requests != nil {
 		f.requests.Add(1)
 	}
 	n, err := f.node(p, fh)
-	if err != nil {
-		return errnoOf(err)
+	a := leasefs.Attr{}
+	if err == nil {
+		a, err = f.lfs.Attr(n)
 	}
-	a, err := f.lfs.Attr(n)
 	if err != nil {
-		return errnoOf(err)
+		held, ok := f.heldAttr(n, rel(p))
+		if !ok {
+			return errnoOf(err)
+		}
+		a = held
 	}
 	fillStat(a, st)
 	return 0
@@ -203,7 +258,11 @@ func (f *fileSystem) Readdir(p string, fill func(name string, st *fuse.Stat_t, o
 }
 
 func openFlags(flags int) leasefs.OpenFlags {
-	return leasefs.OpenFlags{Write: flags&fuse.O_ACCMODE != fuse.O_RDONLY, Truncate: flags&fuse.O_TRUNC != 0}
+	return leasefs.OpenFlags{
+		Write:    flags&fuse.O_ACCMODE != fuse.O_RDONLY,
+		Truncate: flags&fuse.O_TRUNC != 0,
+		Append:   flags&fuse.O_APPEND != 0,
+	}
 }
 
 // Open opens a file with leasefs.FS.Open: a payload's backing file, or a
@@ -221,7 +280,7 @@ func (f *fileSystem) Open(p string, flags int) (int, uint64) {
 	case err != nil:
 		return errnoOf(err), noHandle
 	}
-	return 0, f.add(n, h)
+	return f.add(n, p, h)
 }
 
 // Create acquires a lease with leasefs.FS.Create and opens it; elsewhere
@@ -237,19 +296,23 @@ func (f *fileSystem) Create(p string, flags int, mode uint32) (int, uint64) {
 		return f.refuse("create", p, err), noHandle
 	}
 	h := cr.Handle()
-	if cr.Data == nil {
+	if cr.Data == nil && cr.Incoming == nil {
 		if h, err = f.lfs.Open(cr.Node, openFlags(flags), c); err != nil {
 			return f.refuse("open", p, err), noHandle
 		}
 	}
-	return 0, f.add(cr.Node, h)
+	return f.add(cr.Node, p, h)
 }
 
-// file returns the open file behind a handle: a payload's backing file
-// or store.db's index snapshot; nil for a rendered text.
+// file returns the open file behind a handle: a payload's or incoming
+// file's backing file or store.db's index snapshot; nil for a rendered
+// text.
 func (h *handle) file() *os.File {
-	if h.h.File != nil {
+	switch {
+	case h.h.File != nil:
 		return h.h.File
+	case h.h.Incoming != nil:
+		return h.h.Incoming.File
 	}
 	return h.h.Snapshot
 }
@@ -282,6 +345,9 @@ func (f *fileSystem) Read(p string, buff []byte, ofst int64, fh uint64) int {
 // lease and ctl files for writing; every other open refuses writing).
 func (f *fileSystem) Write(p string, buff []byte, ofst int64, fh uint64) int {
 	h, ok := f.get(fh)
+	if ok && h.h.Incoming != nil {
+		return writeIncoming(h.h.Incoming, buff, ofst)
+	}
 	if !ok || h.h.Commands == nil {
 		return -fuse.EBADF
 	}
@@ -305,9 +371,14 @@ func (f *fileSystem) Flush(p string, fh uint64) int {
 	return f.refuse("close", p, h.h.Commands.Flush())
 }
 
-// Fsync has nothing to sync: every command is durable when its write (or
-// close) returns.
-func (f *fileSystem) Fsync(p string, datasync bool, fh uint64) int { return 0 }
+// Fsync syncs an incoming file's backing file; otherwise there is nothing
+// to sync: every command is durable when its write (or close) returns.
+func (f *fileSystem) Fsync(p string, datasync bool, fh uint64) int {
+	if h, ok := f.get(fh); ok && h.h.Incoming != nil {
+		return syncIncoming(h.h.Incoming)
+	}
+	return 0
+}
 
 // Release runs what no Flush ran (its error reaches no one and is only
 // logged), closes the handle's file or events stream, if any, and forgets
@@ -325,22 +396,23 @@ func (f *fileSystem) Release(p string, fh uint64) int {
 		h.h.Events.Close()
 	case h.file() != nil:
 		h.file().Close()
+		if h.h.Incoming != nil {
+			h.h.Incoming.Released()
+		}
 	}
 	return 0
 }
 
-// setattr applies one attribute change with leasefs.FS.SetAttr.
+// setattr applies one attribute change with leasefs.FS.SetAttr, or
+// leasefs.FS.SetIncomingAttr below incoming/ (with size and times).
 func (f *fileSystem) setattr(op, p string, fh uint64, ch leasefs.AttrChange) int {
-	n, err := f.node(p, fh)
-	if err != nil {
-		return errnoOf(err)
-	}
-	return f.refuse(op, p, f.lfs.SetAttr(n, ch, f.callerOf()))
+	return f.setattrIncoming(op, p, fh, ch, 0, nil)
 }
 
-// Truncate is a no-op on lease and ctl files; leasefs refuses the rest.
+// Truncate is a no-op on lease and ctl files and truncates incoming
+// files; leasefs refuses the rest.
 func (f *fileSystem) Truncate(p string, size int64, fh uint64) int {
-	return f.setattr("truncate", p, fh, leasefs.ChangeSize)
+	return f.setattrIncoming("truncate", p, fh, leasefs.ChangeSize, size, nil)
 }
 
 // Chmod is refused by leasefs (EROFS, or EPERM on lease nodes).
@@ -365,12 +437,12 @@ func (f *fileSystem) Chown3(p string, uid, gid uint32, fh uint64) int {
 
 // Utimens is a no-op on lease nodes (touch) and refused elsewhere.
 func (f *fileSystem) Utimens(p string, tmsp []fuse.Timespec) int {
-	return f.setattr("utimens", p, noHandle, leasefs.ChangeTimes)
+	return f.setattrIncoming("utimens", p, noHandle, leasefs.ChangeTimes, 0, tmsp)
 }
 
 // Utimens3 is Utimens with the open handle's node (FUSE3).
 func (f *fileSystem) Utimens3(p string, tmsp []fuse.Timespec, fh uint64) int {
-	return f.setattr("utimens", p, fh, leasefs.ChangeTimes)
+	return f.setattrIncoming("utimens", p, fh, leasefs.ChangeTimes, 0, tmsp)
 }
 
 // Access lets the kernel's and WinFsp's checks through, except DELETE_OK
@@ -418,8 +490,16 @@ func (f *fileSystem) makeEntry(op, p string) int {
 	return f.refuse(op, p, f.lfs.MakeEntry(dir, name, f.callerOf()))
 }
 
-// Mkdir is refused (EPERM, or EEXIST for an existing name).
-func (f *fileSystem) Mkdir(p string, mode uint32) int { return f.makeEntry("mkdir", p) }
+// Mkdir makes an incoming directory under incoming/ (leasefs.FS.Mkdir);
+// elsewhere it is refused (EPERM, or EEXIST for an existing name).
+func (f *fileSystem) Mkdir(p string, mode uint32) int {
+	dir, name, err := f.parent(p)
+	if err != nil {
+		return errnoOf(err)
+	}
+	_, err = f.lfs.Mkdir(dir, name, f.callerOf())
+	return f.refuse("mkdir", p, err)
+}
 
 // Mknod is refused, as Mkdir.
 func (f *fileSystem) Mknod(p string, mode uint32, dev uint64) int { return f.makeEntry("mknod", p) }

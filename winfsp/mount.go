@@ -33,11 +33,19 @@ type MountOptions struct {
 	AllowOther bool
 	// Debug makes the FUSE layer log every request to stderr.
 	Debug bool
+	// OwnSignals (Linux) turns off cgofuse's own SIGINT and SIGTERM
+	// handler, which detaches the mount lazily: the caller handles them
+	// and decides when to unmount (cmd/templatefs serve, whose restart
+	// must release the store only once the mount is detached, and must
+	// not have a detach arrive late, when a new daemon may already be
+	// mounted at the same path).
+	OwnSignals bool
 }
 
 // Mounted is a serving mount; Unmount ends it, Wait waits for its end.
 type Mounted struct {
 	host  *fuse.FileSystemHost
+	fsys  *fileSystem
 	mnt   string
 	ended chan struct{} // closed when the FUSE loop has returned
 	err   error         // why it returned; read after ended is closed
@@ -90,7 +98,7 @@ func mount(mountpoint string, lfs *leasefs.FS, opts MountOptions, requests *atom
 	host.SetCapReaddirPlus(true)
 	host.SetCapOpenTrunc(true)
 	host.SetCapDeleteAccess(true)
-	m := &Mounted{host: host, mnt: mountpoint, ended: make(chan struct{})}
+	m := &Mounted{host: host, fsys: fsys, mnt: mountpoint, ended: make(chan struct{})}
 	go func() {
 		defer close(m.ended)
 		defer func() {
@@ -104,6 +112,9 @@ func mount(mountpoint string, lfs *leasefs.FS, opts MountOptions, requests *atom
 	}()
 	select {
 	case <-ready:
+		if opts.OwnSignals {
+			stopHostSignals(host)
+		}
 	case <-m.ended:
 		if m.err == nil {
 			return nil, fmt.Errorf("winfsp: mount %s: ended before it served: %w", mountpoint, ErrMount)
@@ -143,6 +154,10 @@ func (m *Mounted) Unmount() error {
 	}
 	return m.Wait()
 }
+
+// OpenFiles returns how many file handles of the mount are open: of
+// payload files, and of all others.
+func (m *Mounted) OpenFiles() (payload, other int) { return m.fsys.openFiles() }
 
 // Wait blocks until the mount ends (Unmount, an external unmount, or on
 // Linux SIGINT or SIGTERM, which cgofuse answers by unmounting) and

@@ -18,43 +18,32 @@ import (
 // as "T:"), calls ready, and serves until SIGINT or SIGTERM (Ctrl-C or
 // Ctrl-Break in a Windows console) or an external unmount, then unmounts.
 // On Linux cgofuse itself unmounts on SIGINT and SIGTERM, so Serve only
-// ends the events readers there (leasefs.FS.EndEvents) and waits: a
-// second Unmount would race with cgofuse's Destroy.
+// waits there: a second Unmount would race with cgofuse's Destroy.
 // Errors: Mount's, or the FUSE loop's ErrMount.
 func Serve(mnt string, lfs *leasefs.FS, opts MountOptions, ready func()) error {
 	sig := make(chan os.Signal, 1)
-	defer signal.Stop(sig)
 	if runtime.GOOS == "windows" {
 		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sig)
 	}
 	m, err := Mount(mnt, lfs, opts)
 	if err != nil {
 		return err
 	}
-	if runtime.GOOS != "windows" {
-		// After Mount: cgofuse registered its own handler in Init, so it
-		// sees every signal this channel sees.
-		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	}
 	slog.Info("mounted", "backend", "cgofuse", "mountpoint", mnt)
 	ready()
 	ended := make(chan error, 1)
 	go func() { ended <- m.Wait() }()
-	for {
-		select {
-		case err := <-ended:
-			if err != nil {
-				return fmt.Errorf("serve %s: %w", mnt, err)
-			}
-			slog.Info("unmounted", "mountpoint", mnt)
-			return nil
-		case s := <-sig:
-			lfs.EndEvents() // a reader blocked on MNT/events gets EOF and lets the mount go
-			if runtime.GOOS != "windows" {
-				continue // cgofuse got the signal too and unmounts
-			}
-			slog.Info("unmounting", "signal", s.String(), "mountpoint", mnt)
-			return m.Unmount()
+	select {
+	case err := <-ended:
+		if err != nil {
+			return fmt.Errorf("serve %s: %w", mnt, err)
 		}
+		slog.Info("unmounted", "mountpoint", mnt)
+		return nil
+	case s := <-sig:
+		slog.Info("unmounting", "signal", s.String(), "mountpoint", mnt)
+		lfs.EndEvents() // a reader blocked on MNT/events gets EOF and lets the mount go
+		return m.Unmount()
 	}
 }

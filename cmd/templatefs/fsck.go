@@ -13,48 +13,57 @@ import (
 	"templatefs/store"
 )
 
-// runFsck checks the store's invariants (store.Check) and prints each
-// problem on its own line (store.Problem.String). The store is opened with
+// prepareFsck parses fsck's command line. Its operation checks the
+// store's invariants (store.Check) and prints each problem on its own
+// line (store.Problem.String). The command opens the store with
 // store.Options.NoRecover, so without --repair nothing in it changes:
 // publication leftovers and interrupted retirements, which a normal open
 // would clean up silently, are reported instead. With --repair the
 // problems Check can fix are fixed and printed with " (repaired)".
 // A damaged index (store.ErrIndexCorrupt, at open or while checking) is
 // printed as a problem of its own kind, index-corrupt, and never
-// repaired. Exit status: 0 when no problem remains (none found, or all
-// repaired), 1 when any unrepaired problem remains or the store cannot
-// be checked.
-func runFsck(fl *flag.FlagSet, args []string, stdout io.Writer) error {
+// repaired. Run by a daemon, on the store it serves, the same checks and
+// repairs apply (a publication in progress is not a leftover); a problem
+// Check could repair but the daemon's store refused to (it is read-only
+// since a failed write) is printed with what to do: stop the daemon,
+// then run fsck --repair. Exit status: 0 when no problem remains (none
+// found, or all repaired), 1 when any unrepaired problem remains or the
+// store cannot be checked.
+func prepareFsck(fl *flag.FlagSet, args []string) (storeOp, error) {
 	digests := fl.Bool("digests", false, "also recompute every artifact's SHA-256 (reads every payload byte)")
 	repair := fl.Bool("repair", false, "fix what can be fixed without guessing (index rows that disagree with their records, publication leftovers, unfinished retirements, stray payload files) and mark those lines (repaired)")
 	pos, err := parseFlags(fl, args)
 	if err != nil {
-		return err
+		return storeOp{}, err
 	}
-	st, err := store.Open(pos[0], store.Options{NoRecover: true})
-	if err != nil {
-		return indexCorrupt(stdout, err)
-	}
-	defer st.Close()
-	problems, err := st.Check(store.CheckOptions{Digests: *digests, Repair: *repair})
-	err = indexCorrupt(stdout, err)
-	unrepaired := 0
-	for _, p := range problems {
-		fmt.Fprintln(stdout, p)
-		if !p.Repaired {
-			unrepaired++
+	dir := pos[0]
+	run := func(st *store.Store, out opOutput) error {
+		opts := store.CheckOptions{Digests: *digests, Repair: *repair}
+		if *digests {
+			opts.Progress = out.progress("hash")
 		}
+		problems, err := st.Check(opts)
+		err = indexCorrupt(out.stdout, err)
+		needsOffline := out.online && errors.Is(err, store.ErrReadOnly)
+		unrepaired := 0
+		for _, p := range problems {
+			fmt.Fprintln(out.stdout, p)
+			if !p.Repaired {
+				unrepaired++
+			}
+			if needsOffline && p.Repairable && !p.Repaired {
+				fmt.Fprintf(out.stdout, "  %s %s needs the store unmounted: stop the daemon, then run fsck --repair\n", p.Kind, p.Subject)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if unrepaired > 0 {
+			return fmt.Errorf("%s: %d %s found, %d not repaired: %w", dir, len(problems), plural(len(problems), "problem"), unrepaired, errUnrepaired)
+		}
+		return nil
 	}
-	if err != nil {
-		return err
-	}
-	if err := st.Close(); err != nil {
-		return err
-	}
-	if unrepaired > 0 {
-		return fmt.Errorf("%s: %d %s found, %d not repaired: %w", pos[0], len(problems), plural(len(problems), "problem"), unrepaired, errUnrepaired)
-	}
-	return nil
+	return storeOp{dir: dir, open: store.Options{NoRecover: true}, args: commandLine(fl, dir), run: run, openFailed: indexCorrupt}, nil
 }
 
 // indexCorrupt prints err as an index-corrupt problem line if it is
@@ -149,40 +158,39 @@ func printSettings(w io.Writer, set store.Settings) {
 		set.RestoreWindow, set.RefuseReboot, set.RefuseOtherHost)
 }
 
-// runSettings prints the store's eligibility settings, after changing the
-// ones given as flags (store.SetSettings). Without flags the store is
-// opened with store.Options.NoRecover and nothing in it changes.
-func runSettings(fl *flag.FlagSet, args []string, stdout io.Writer) error {
+// prepareSettings parses settings' command line. Its operation prints
+// the store's eligibility settings, after changing the ones given as
+// flags (store.SetSettings). Without flags the command opens the store
+// with store.Options.NoRecover and nothing in it changes.
+func prepareSettings(fl *flag.FlagSet, args []string) (storeOp, error) {
 	sf := addSettingsFlags(fl, true)
 	pos, err := parseFlags(fl, args)
 	if err != nil {
-		return err
+		return storeOp{}, err
 	}
 	// Flags are validated against the defaults first, so a bad value is a
 	// usage error before the store is opened.
 	if _, _, err := sf.apply(store.DefaultSettings()); err != nil {
-		return err
+		return storeOp{}, err
 	}
 	given := fl.NFlag() > 0
-	st, err := store.Open(pos[0], store.Options{NoRecover: !given})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	set, err := st.Settings()
-	if err != nil {
-		return err
-	}
-	if given {
-		if set, _, err = sf.apply(set); err != nil {
+	run := func(st *store.Store, out opOutput) error {
+		set, err := st.Settings()
+		if err != nil {
 			return err
 		}
-		if err := st.SetSettings(set); err != nil {
-			return err
+		if given {
+			if set, _, err = sf.apply(set); err != nil {
+				return err
+			}
+			if err := st.SetSettings(set); err != nil {
+				return err
+			}
 		}
+		printSettings(out.stdout, set)
+		return nil
 	}
-	printSettings(stdout, set)
-	return st.Close()
+	return storeOp{dir: pos[0], open: store.Options{NoRecover: !given}, args: commandLine(fl, pos[0]), run: run}, nil
 }
 
 // plural is noun, with an s unless n is 1.

@@ -244,8 +244,8 @@ func TestFsckStoreInUse(t *testing.T) {
 	}
 	defer s.Close()
 	code, _, errOut := cli(t, "fsck", st)
-	if code != 1 || !strings.Contains(errOut, "in use") {
-		t.Errorf("fsck of a store in use: exit %d, stderr %q; want 1 naming the lock", code, errOut)
+	if code != 1 || !strings.Contains(errOut, "in use") || !strings.Contains(errOut, "no daemon serves it") {
+		t.Errorf("fsck of a store in use by no daemon: exit %d, stderr %q; want 1 naming the lock and that no daemon serves it", code, errOut)
 	}
 }
 

@@ -25,6 +25,8 @@ func printCommands(w io.Writer) {
 their defaults, and an example. Flags may come before or after the
 arguments; everything after "--" is an argument. Exit status: 0 done,
 1 failed (the message names the file and the reason), 2 bad command line.
+publish, fsck, verify and settings work the same while STORE is mounted:
+they run through the daemon that serves it.
 `)
 }
 
@@ -71,7 +73,11 @@ func synopsis(cmd command, fl *flag.FlagSet) string {
 			parts = append(parts, "["+flagSynopsis(f)+"]")
 		}
 	})
-	return strings.Join(append(parts, cmd.args...), " ")
+	parts = append(parts, cmd.args...)
+	if cmd.more != "" {
+		parts = append(parts, "["+cmd.more+"...]")
+	}
+	return strings.Join(parts, " ")
 }
 
 // flagSynopsis is how f is written on a command line: --name, and the

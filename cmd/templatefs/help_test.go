@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -22,7 +23,13 @@ func definedFlags(t *testing.T, cmd command) *flag.FlagSet {
 	t.Helper()
 	fl := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fl.SetOutput(io.Discard)
-	if err := cmd.run(fl, []string{"--help"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+	var err error
+	if cmd.prepare != nil {
+		_, err = cmd.prepare(fl, []string{"--help"})
+	} else {
+		err = cmd.run(fl, []string{"--help"}, io.Discard)
+	}
+	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("%s --help in-process: %v, want flag.ErrHelp", cmd.name, err)
 	}
 	return fl
@@ -84,12 +91,17 @@ func TestCommandUsageErrors(t *testing.T) {
 			for _, a := range cmd.args {
 				args = append(args, filepath.Join(dir, strings.ToLower(a)))
 			}
+			extra := filepath.Join(dir, "extra")
+			extraMessage := argCountMessage(cmd, len(args)+1)
+			if cmd.more != "" { // any number may follow, but this is no GEN
+				extraMessage = fmt.Sprintf("%s %q is not a generation ID (such as g000001)", cmd.more, extra)
+			}
 			cases := []struct {
 				name, message string
 				args          []string
 			}{
 				{"unknown flag", "flag provided but not defined: -no-such-flag", append([]string{"--no-such-flag"}, args...)},
-				{"extra argument", argCountMessage(cmd, len(args)+1), append(args[:len(args):len(args)], filepath.Join(dir, "extra"))},
+				{"extra argument", extraMessage, append(args[:len(args):len(args)], extra)},
 			}
 			if len(args) > 0 {
 				cases = append(cases, struct {

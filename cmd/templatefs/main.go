@@ -20,11 +20,16 @@ import (
 type command struct {
 	name     string
 	args     []string // the positional arguments, e.g. STORE CAPTURE_DIR
+	more     string   // if set, any number of further arguments of this name may follow, e.g. GEN
 	required []string // flags that must be given, with a non-empty value
 	summary  string   // what it does, one line, for the command list
 	about    string   // what it does and what its arguments are, for --help
 	example  string   // example command lines, for --help
 	run      func(fl *flag.FlagSet, args []string, stdout io.Writer) error
+	// prepare, set instead of run for a command that works on an open
+	// store, parses the command line into the operation (storeOp), which
+	// runStore runs offline or hands to the daemon serving the store.
+	prepare func(fl *flag.FlagSet, args []string) (storeOp, error)
 }
 
 // commands is every subcommand, in the order help lists them. It is set
@@ -66,7 +71,7 @@ same artifact digests) is not copied again: publish prints that
 generation's ID instead, unless --duplicate. A refused capture (also one
 whose files change while publish reads them) leaves the store as it was.`,
 			example: "templatefs publish /srv/templates /tmp/cap/capture --class /tmp/cap/class.json",
-			run:     runPublish,
+			prepare: preparePublish,
 		},
 		{
 			name:    "mount",
@@ -74,8 +79,13 @@ whose files change while publish reads them) leaves the store as it was.`,
 			summary: "serve STORE at MNT in the foreground until SIGINT or SIGTERM",
 			about: `Serve STORE as a filesystem at MNT, an existing directory outside the
 store with nothing mounted on it, in the foreground. SIGINT or SIGTERM
-unmounts (lazily if files are open). A dead mount left by a killed daemon
-is detached and reused. Go-fuse uses fusermount3 (Debian package fuse3).`,
+detaches the mount (lazily if files are open) and releases the store at
+once, so a new daemon can mount it; files already open keep reading, and
+the daemon exits when the last is closed (a second signal: as soon as none
+is open). A dead mount left by a killed daemon is detached and reused.
+With NOTIFY_SOCKET set (systemd Type=notify), the serving daemon runs as
+a child that outlives the main process (docs/systemd.md). Go-fuse uses
+fusermount3 (Debian package fuse3).`,
 			example: "templatefs mount /srv/templates /mnt/t &",
 			run:     runMount,
 		},
@@ -85,9 +95,25 @@ is detached and reused. Go-fuse uses fusermount3 (Debian package fuse3).`,
 			summary: "check the store's invariants; exit 1 if a problem remains",
 			about: `Check STORE's invariants and print one line per problem. Nothing changes
 unless --repair. Exit status 0 when no problem remains (none found, or all
-repaired), 1 when any is left.`,
+repaired), 1 when any is left. While STORE is mounted the daemon runs the
+check; --repair then repairs what it can online and says which problems
+need the store unmounted.`,
 			example: "templatefs fsck --digests /srv/templates",
-			run:     runFsck,
+			prepare: prepareFsck,
+		},
+		{
+			name:    "verify",
+			args:    []string{"STORE"},
+			more:    "GEN",
+			summary: "re-hash every payload against its recorded SHA-256; exit 1 on a mismatch",
+			about: `Read every artifact of every generation in STORE, or of the generations
+GEN named (such as g000001), and compare its SHA-256 with the one recorded
+at publication: one line per artifact that differs, is missing or has
+another hard link. Nothing changes; leases and publications go on
+meanwhile, so it can scrub a mounted store. Exit status 0 when every
+artifact matches, 1 when any does not or a GEN is not in the store.`,
+			example: "templatefs verify /srv/templates g000001",
+			prepare: prepareVerify,
 		},
 		{
 			name:    "settings",
@@ -96,7 +122,7 @@ repaired), 1 when any is left.`,
 			about: `Change the eligibility settings given as flags, then print all of them.
 Without flags nothing in STORE changes.`,
 			example: "templatefs settings --restore-window 72h --refuse-reboot /srv/templates",
-			run:     runSettings,
+			prepare: prepareSettings,
 		},
 		{
 			name:    "restore",
@@ -174,10 +200,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 		printCommands(stderr)
 		return 2
 	}
+	fl := newFlagSet(cmd)
+	if cmd.prepare != nil {
+		return runStore(cmd, fl, args, stdout, stderr)
+	}
+	return exitStatus(cmd, fl, cmd.run(fl, args, stdout), stdout, stderr)
+}
+
+// newFlagSet makes cmd's FlagSet: named after it, silent (help and errors
+// are printed by exitStatus, where they belong).
+func newFlagSet(cmd command) *flag.FlagSet {
 	fl := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
-	fl.SetOutput(io.Discard) // help and errors are printed below, where they belong
+	fl.SetOutput(io.Discard)
 	fl.Usage = func() { printUsage(fl.Output(), cmd, fl) }
-	err := cmd.run(fl, args, stdout)
+	return fl
+}
+
+// exitStatus reports err, the outcome of cmd with its FlagSet fl, and
+// returns the exit status, as run describes. The daemon reports an
+// operation run on a client's behalf with it too, so both print the same.
+func exitStatus(cmd command, fl *flag.FlagSet, err error, stdout, stderr io.Writer) int {
 	var ue usageError
 	switch {
 	case err == nil:
@@ -238,12 +280,16 @@ func parseFlags(fl *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	if len(pos) != len(cmd.args) {
+	if len(pos) < len(cmd.args) || len(pos) > len(cmd.args) && cmd.more == "" {
 		return nil, usageError{argCountMessage(cmd, len(pos))}
 	}
 	for i, p := range pos {
 		if p == "" {
-			return nil, usagef("argument %s is empty", cmd.args[i])
+			name := cmd.more
+			if i < len(cmd.args) {
+				name = cmd.args[i]
+			}
+			return nil, usagef("argument %s is empty", name)
 		}
 	}
 	for _, name := range cmd.required {
@@ -257,6 +303,9 @@ func parseFlags(fl *flag.FlagSet, args []string) ([]string, error) {
 // argCountMessage says how many positional arguments cmd takes, and how
 // many it got.
 func argCountMessage(cmd command, got int) string {
+	if cmd.more != "" {
+		return fmt.Sprintf("takes %d %s (%s) and any number of %s, got %d", len(cmd.args), plural(len(cmd.args), "argument"), strings.Join(cmd.args, " "), cmd.more, got)
+	}
 	switch len(cmd.args) {
 	case 0:
 		return fmt.Sprintf("takes no arguments, got %d", got)

@@ -4,9 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"templatefs/leasefs"
 	"templatefs/store"
@@ -39,22 +41,71 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	if cfg.backend != backendGoFuse && cfg.backend != backendCgofuse {
 		return usagef("--backend %q: want %s or %s", cfg.backend, backendGoFuse, backendCgofuse)
 	}
+	if superviseUnderSystemd() {
+		return supervise()
+	}
 	st, err := store.Open(pos[0], store.Options{})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	stopExits := st.TrackExits() // leases follow their processes (store/exits.go)
-	defer stopExits()            // before Close; idempotent, so a signal handler may stop it first
+	d := &daemon{st: st}
+	defer d.release()
 	if err := checkMountpoint(pos[1], st.Dir()); err != nil {
 		return err
 	}
-	lfs, err := leasefs.New(st, leasefs.Options{})
+	if d.lfs, err = leasefs.New(st, leasefs.Options{}); err != nil {
+		return err
+	}
+	// Services that take operations on the store start here and register
+	// their stop with d.OnStop (stops run latest first: the control socket
+	// stops taking commands before exit tracking ends).
+	d.OnStop(st.TrackExits())            // leases follow their processes (store/exits.go)
+	stopControl, err := startControl(st) // commands on the store run through this daemon until stopControl
 	if err != nil {
 		return err
 	}
-	return serve(lfs, pos[1], cfg, func() {
+	d.OnStop(stopControl)
+	return serve(d, pos[1], cfg, func() {
 		fmt.Fprintf(stdout, "mounted %s at %s\n", pos[0], pos[1])
+	})
+}
+
+// daemon is one serving `templatefs mount`: its store, the namespace over
+// it, and what must stop before the store closes.
+type daemon struct {
+	st    *store.Store
+	lfs   *leasefs.FS // nil until made
+	stops []func()
+
+	once sync.Once // release runs once
+}
+
+// OnStop registers stop to run when the daemon stops taking operations:
+// at the first SIGINT or SIGTERM, or when runMount returns. stop must
+// return only once it no longer touches the store (it may wait for the
+// operation in flight): the store is closed right after. Stops run in the
+// reverse order of registration, before leasefs is detached.
+func (d *daemon) OnStop(stop func()) { d.stops = append(d.stops, stop) }
+
+// release stops the daemon touching its store and closes it, once: the
+// registered stops, then leasefs.FS.Detach (the mount's entry points fail
+// with ENOTCONN from then on; open payload files keep reading), then
+// store.Close, which drops the index and the lock, so a new daemon can
+// open the store. serve calls it right after detaching the mount; a
+// second call does nothing.
+func (d *daemon) release() {
+	d.once.Do(func() {
+		for i := len(d.stops) - 1; i >= 0; i-- {
+			d.stops[i]()
+		}
+		if d.lfs != nil {
+			d.lfs.Detach()
+		}
+		if err := d.st.Close(); err != nil {
+			slog.Error("close store", "store", d.st.Dir(), "err", err)
+			return
+		}
+		slog.Info("store released: a new daemon may open it", "store", d.st.Dir())
 	})
 }
 
@@ -97,7 +148,8 @@ func runDemo(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	d := &daemon{st: st}
+	defer d.release()
 	var gens []store.Generation
 	for seed := uint64(1); seed <= 2; seed++ {
 		out := filepath.Join(top, fmt.Sprintf("sample%d", seed))
@@ -114,11 +166,10 @@ func runDemo(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 		}
 		gens = append(gens, g)
 	}
-	lfs, err := leasefs.New(st, leasefs.Options{})
-	if err != nil {
+	if d.lfs, err = leasefs.New(st, leasefs.Options{}); err != nil {
 		return err
 	}
-	return serve(lfs, mnt, mountConfig{backend: defaultBackend}, func() {
+	return serve(d, mnt, mountConfig{backend: defaultBackend}, func() {
 		g := gens[0].ID
 		fmt.Fprintf(stdout, `templatefs demo: a store with two generations of one key, mounted.
 

@@ -1,4 +1,4 @@
-//go:build windows || (linux && cgo && fuse3)
+//go:build windows
 
 package main
 

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,7 +11,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -23,16 +27,38 @@ import (
 // caching (docs/windows.md says why cgofuse is not the default here).
 const defaultBackend = backendGoFuse
 
-// serve mounts lfs at mnt with cfg's backend, calls ready, and serves
-// until SIGINT or SIGTERM. A mountpoint left behind by a killed daemon
-// (ENOTCONN) is detached first.
-// On a signal the mount is unmounted cleanly when nothing holds it open and
-// lazily otherwise; serve then waits until the kernel lets go. The signals
-// are caught from before the mount appears, so one that arrives while
-// mounting unmounts too instead of killing the process and leaving a dead
-// mount.
-func serve(lfs *leasefs.FS, mnt string, cfg mountConfig, ready func()) error {
-	sig := make(chan os.Signal, 1)
+// idlePoll is how often a stopping daemon told to exit (a second signal)
+// checks whether it still serves an open file.
+const idlePoll = 100 * time.Millisecond
+
+// mounted is a serving mount of either backend.
+type mounted interface {
+	// unmount unmounts cleanly; it fails (EBUSY) while files are open.
+	unmount() error
+	// ended is closed once the kernel has let go of the mount: the last
+	// file open in a detached mount is closed, or it was unmounted.
+	ended() <-chan struct{}
+	// openFiles counts the open file handles: payloads, and the others.
+	openFiles() (payload, other int)
+}
+
+// serve mounts d's namespace at mnt with cfg's backend, calls ready, and
+// serves until SIGINT or SIGTERM or an external unmount. A mountpoint left
+// behind by a killed daemon (ENOTCONN) is detached first. The signals are
+// caught from before the mount appears, so one that arrives while
+// mounting stops the daemon too instead of killing the process and
+// leaving a dead mount.
+//
+// The restart model (docs/systemd.md): at the first signal the daemon
+// stops taking operations, unmounts (lazily, when files are open) and
+// releases the store at once (daemon.release: leasefs detached, store and
+// lock closed), so a new daemon can mount the same store on the same
+// mountpoint while clones keep reading the payload files they have open.
+// The old daemon serves those reads, and nothing else, until the kernel
+// lets go of the detached mount. A further signal logs what it still
+// serves and makes it exit as soon as no file of the mount is open.
+func serve(d *daemon, mnt string, cfg mountConfig, ready func()) error {
+	sig := make(chan os.Signal, 4)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
 	if _, err := os.Stat(mnt); isDeadMount(err) {
@@ -41,42 +67,100 @@ func serve(lfs *leasefs.FS, mnt string, cfg mountConfig, ready func()) error {
 			return fmt.Errorf("detach dead mount %s: %w", mnt, err)
 		}
 	}
-	if cfg.backend == backendCgofuse {
-		signal.Stop(sig) // cgofuse unmounts on SIGINT and SIGTERM itself on Linux
-		return serveCgofuse(lfs, mnt, cfg, ready)
-	}
-	srv, err := fs.Mount(mnt, lfs, fs.MountOptions{AllowOther: cfg.allowOther, Debug: cfg.debug, NoPassthrough: cfg.noPassthrough})
+	m, err := mount(d.lfs, mnt, cfg)
 	if err != nil {
-		return explainMountError(mnt, err)
+		return err
 	}
-	slog.Info("mounted", "backend", backendGoFuse, "mountpoint", mnt)
+	dev := mountDev(mnt)
+	slog.Info("mounted", "backend", cfg.backend, "mountpoint", mnt)
 	ready()
+	notify(notifyReady, "STATUS=serving "+mnt)
 
-	done := make(chan struct{})
-	go func() { srv.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-m.ended():
 		slog.Info("mount ended by an external unmount", "mountpoint", mnt)
 		return nil
 	case s := <-sig:
-		lfs.EndEvents() // a reader blocked on MNT/events gets EOF and lets the mount go
-		unmount(srv, mnt, s)
+		notify(notifyStopping, "STATUS=stopping on "+s.String())
+		d.lfs.EndEvents() // a reader blocked on MNT/events gets EOF and lets the mount go
+		unmount(m, mnt, dev, s)
+		d.release()
+		notify(notifyReleased, "STATUS=store released; serving the payload files still open")
 	}
-	<-done
-	slog.Info("unmounted", "mountpoint", mnt)
-	return nil
+	return drain(m, mnt, sig)
 }
 
-func unmount(srv *fuse.Server, mnt string, s os.Signal) {
-	err := srv.Unmount()
+// mount mounts lfs at mnt with cfg's backend.
+func mount(lfs *leasefs.FS, mnt string, cfg mountConfig) (mounted, error) {
+	if cfg.backend == backendCgofuse {
+		return mountCgofuse(lfs, mnt, cfg)
+	}
+	m := &goFuseMount{done: make(chan struct{})}
+	srv, err := fs.Mount(mnt, lfs, fs.MountOptions{AllowOther: cfg.allowOther, Debug: cfg.debug, NoPassthrough: cfg.noPassthrough, OpenFiles: &m.open})
+	if err != nil {
+		return nil, explainMountError(mnt, err)
+	}
+	m.srv = srv
+	go func() { srv.Wait(); close(m.done) }()
+	return m, nil
+}
+
+// goFuseMount is a go-fuse mount.
+type goFuseMount struct {
+	srv  *fuse.Server
+	done chan struct{}
+	open fs.OpenFiles
+}
+
+func (m *goFuseMount) unmount() error         { return m.srv.Unmount() }
+func (m *goFuseMount) ended() <-chan struct{} { return m.done }
+func (m *goFuseMount) openFiles() (int, int)  { return int(m.open.Payload()), int(m.open.Other()) }
+
+// unmount unmounts m cleanly when nothing holds it open and lazily
+// otherwise, and makes sure the mount at mnt is no longer the one with
+// device dev (cgofuse also detaches lazily on the signal, by itself).
+func unmount(m mounted, mnt, dev string, s os.Signal) {
+	err := m.unmount()
 	if err == nil {
 		slog.Info("unmounting cleanly", "signal", s.String(), "mountpoint", mnt)
 		return
 	}
-	slog.Warn("mount is busy; detaching lazily, open files keep working until closed",
-		"signal", s.String(), "mountpoint", mnt, "reason", err)
-	if err := detach(mnt); err != nil {
-		slog.Error("lazy unmount failed", "mountpoint", mnt, "err", err)
+	if dev == "" || mountDev(mnt) == dev {
+		slog.Warn("mount is busy; detaching lazily, open files keep working until closed",
+			"signal", s.String(), "mountpoint", mnt, "reason", err)
+		if err := detach(mnt); err != nil && mountDev(mnt) == dev {
+			slog.Error("lazy unmount failed", "mountpoint", mnt, "err", err)
+		}
+	}
+}
+
+// drain waits, after the store is released, until the kernel lets go of
+// the detached mount. Each further signal logs what is still open and
+// makes drain return as soon as no file of the mount is open, even if the
+// kernel still holds the mount (a process's working directory, say).
+func drain(m mounted, mnt string, sig <-chan os.Signal) error {
+	var tick <-chan time.Time
+	for {
+		select {
+		case <-m.ended():
+			slog.Info("unmounted", "mountpoint", mnt)
+			return nil
+		case s := <-sig:
+			payload, other := m.openFiles()
+			slog.Warn(fmt.Sprintf("stopping: still serving %d open payload files and %d other open files; exiting when none is open", payload, other),
+				"signal", s.String(), "mountpoint", mnt)
+			notify(fmt.Sprintf("STATUS=store released; waiting for %d open payload files", payload))
+			if tick == nil {
+				t := time.NewTicker(idlePoll)
+				defer t.Stop()
+				tick = t.C
+			}
+		case <-tick:
+		}
+		if payload, other := m.openFiles(); tick != nil && payload+other == 0 {
+			slog.Info("no file of the detached mount is open any more; exiting", "mountpoint", mnt)
+			return nil
+		}
 	}
 }
 
@@ -88,8 +172,9 @@ func isDeadMount(err error) bool { return errors.Is(err, syscall.ENOTCONN) }
 // checkMountpointDir refuses a mountpoint that is not a directory, or on
 // which a file system (another templatefs, say) is mounted and alive: a
 // new mount would stack on it and hide it. A dead mount left by a killed
-// daemon passes, since serve detaches it. A mountpoint has another device
-// than its parent.
+// daemon passes, since serve detaches it, and so does the mountpoint of a
+// stopping daemon, which has detached its mount before releasing the
+// store. A mountpoint has another device than its parent.
 func checkMountpointDir(mnt string) error {
 	var st, parent unix.Stat_t
 	err := unix.Stat(mnt, &st)
@@ -121,4 +206,45 @@ func detach(mnt string) error {
 		return fmt.Errorf("fusermount3 -u -z: %w: %s", err, out)
 	}
 	return nil
+}
+
+// mountDev returns the device (major:minor) of the topmost mount at mnt
+// in /proc/self/mountinfo, or "" when none is there or mountinfo cannot
+// be read. It never touches the mount itself.
+func mountDev(mnt string) string {
+	abs, err := filepath.Abs(mnt)
+	if err != nil {
+		return ""
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	dev := ""
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() { // proc(5): the device is the third field, the mount point the fifth
+		if fields := strings.Fields(sc.Text()); len(fields) >= 5 && unescapeMountinfo(fields[4]) == abs {
+			dev = fields[2] // later lines are mounted on top
+		}
+	}
+	return dev
+}
+
+// unescapeMountinfo undoes the kernel's \ooo escapes of space, tab,
+// newline and backslash in /proc/self/mountinfo.
+func unescapeMountinfo(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

@@ -8,7 +8,7 @@ import (
 	"templatefs/leasefs"
 )
 
-// serveCgofuse refuses: this binary was built without the cgofuse backend.
-func serveCgofuse(*leasefs.FS, string, mountConfig, func()) error {
-	return errors.New("this templatefs was built without the cgofuse backend: rebuild with cgo and -tags fuse3 (needs libfuse3-dev)")
+// mountCgofuse refuses: this binary was built without the cgofuse backend.
+func mountCgofuse(*leasefs.FS, string, mountConfig) (mounted, error) {
+	return nil, errors.New("this templatefs was built without the cgofuse backend: rebuild with cgo and -tags fuse3 (needs libfuse3-dev)")
 }

@@ -1,10 +1,6 @@
 package main
 
-import (
-	"fmt"
-
-	"templatefs/leasefs"
-)
+import "fmt"
 
 // defaultBackend is cgofuse over WinFsp: the only backend on Windows.
 const defaultBackend = backendCgofuse
@@ -19,11 +15,11 @@ func checkMountpointDir(string) error { return nil }
 
 // serve mounts lfs at mnt (a directory or a drive letter such as T:)
 // through WinFsp, calls ready, and serves until Ctrl-C or an unmount.
-func serve(lfs *leasefs.FS, mnt string, cfg mountConfig, ready func()) error {
+func serve(d *daemon, mnt string, cfg mountConfig, ready func()) error {
 	if cfg.backend != backendCgofuse {
 		return usagef("--backend %s: Windows has only %s (WinFsp)", cfg.backend, backendCgofuse)
 	}
-	if err := serveCgofuse(lfs, mnt, cfg, ready); err != nil {
+	if err := serveCgofuse(d.lfs, mnt, cfg, ready); err != nil {
 		return fmt.Errorf("mount %s: %w", mnt, err)
 	}
 	return nil

@@ -92,42 +92,39 @@ func writeSample(out string, version uint32, memory uint64, seed uint64) error {
 	return sample.WriteClass(filepath.Join(out, "class.json"), version)
 }
 
-func runPublish(fl *flag.FlagSet, args []string, stdout io.Writer) error {
+// preparePublish parses publish's command line; its operation publishes
+// the capture (store.PublishWith, reporting the copy's progress) and
+// prints the key, then the generation ID on the last line.
+func preparePublish(fl *flag.FlagSet, args []string) (storeOp, error) {
 	classPath := fl.String("class", "", "read the capture class from `CLASS_JSON`, a JSON file as sample-capture writes it")
 	duplicate := fl.Bool("duplicate", false, "publish a second copy of a capture identical to a generation already in the store")
 	pos, err := parseFlags(fl, args)
 	if err != nil {
-		return err
+		return storeOp{}, err
 	}
-	class, err := readClass(*classPath)
-	if err != nil {
-		return err
+	*classPath = absPath(*classPath)
+	captureDir := absPath(pos[1])
+	run := func(st *store.Store, out opOutput) error {
+		class, err := readClass(*classPath)
+		if err != nil {
+			return err
+		}
+		g, published, err := st.PublishWith(captureDir, class, store.PublishOptions{Duplicate: *duplicate, Progress: out.progress("copy")})
+		if err != nil {
+			return err
+		}
+		if !published && g.State != store.Published {
+			// Its ID as the last line would hand a script a generation that
+			// grants no lease: fail instead, and say how to get a usable one.
+			return fmt.Errorf("capture already published as %s, which is %s and grants no new leases: lift it (mv MNT/tombstones/%s MNT/generations/) or publish --duplicate for a new copy", g.ID, g.State, g.ID)
+		}
+		if !published {
+			fmt.Fprintf(out.stdout, "capture already published as %s\n", g.ID)
+		}
+		fmt.Fprintf(out.stdout, "key %s\n%s\n", g.KeyID, g.ID)
+		return nil
 	}
-	st, err := store.Open(pos[0], store.Options{})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	var g store.Generation
-	published := true
-	if *duplicate {
-		g, err = st.Publish(pos[1], class)
-	} else {
-		g, published, err = st.PublishIfNew(pos[1], class)
-	}
-	if err != nil {
-		return err
-	}
-	if !published && g.State != store.Published {
-		// Its ID as the last line would hand a script a generation that
-		// grants no lease: fail instead, and say how to get a usable one.
-		return fmt.Errorf("capture already published as %s, which is %s and grants no new leases: lift it (mv MNT/tombstones/%s MNT/generations/) or publish --duplicate for a new copy", g.ID, g.State, g.ID)
-	}
-	if !published {
-		fmt.Fprintf(stdout, "capture already published as %s\n", g.ID)
-	}
-	fmt.Fprintf(stdout, "key %s\n%s\n", g.KeyID, g.ID)
-	return st.Close()
+	return storeOp{dir: pos[0], args: commandLine(fl, pos[0], captureDir), run: run}, nil
 }
 
 func readClass(path string) (*templatekey.Class, error) {

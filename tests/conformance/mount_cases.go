@@ -30,13 +30,13 @@ func testMountTree(t *testing.T, b Backend) {
 	if inos["."] != leasefs.InoRoot {
 		t.Errorf("root ino %d, want %d", inos["."], leasefs.InoRoot)
 	}
-	// root, store, store.db, tombstones, retiring; keys/ with one key,
-	// its two files, its leases/ and lease c1 there; generations/ with
-	// 3 x 9 nodes and lease c1; leases/ with c1.
-	if want := 5 + 6 + 1 + 3*9 + 1 + 2; len(inos) != want {
+	// root, store, store.db, tombstones, retiring, incoming; keys/ with
+	// one key, its two files, its leases/ and lease c1 there; generations/
+	// with 3 x 9 nodes and lease c1; leases/ with c1.
+	if want := 6 + 6 + 1 + 3*9 + 1 + 2; len(inos) != want {
 		t.Errorf("walk found %d paths, want %d", len(inos), want)
 	}
-	if got := e.names("."); !slices.Equal(got, []string{"generations", "keys", "leases", "retiring", "store", "store.db", "tombstones"}) {
+	if got := e.names("."); !slices.Equal(got, []string{"generations", "incoming", "keys", "leases", "retiring", "store", "store.db", "tombstones"}) {
 		t.Errorf("root lists %q", got)
 	}
 	st := e.lstat("generations/g000001/leases/c1")

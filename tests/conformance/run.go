@@ -34,6 +34,8 @@ var cases = []struct {
 	{"KeyLeases", testKeyLeases},
 	{"OtherUser", testOtherUser},
 	{"ExitTracking", testExitTracking},
+	{"Incoming", testIncoming},
+	{"IncomingOtherUser", testIncomingOtherUser},
 	{"Events", testEvents},
 }
 

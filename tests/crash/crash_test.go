@@ -311,6 +311,7 @@ func scenarios() []scenario {
 		},
 	}...)
 	rows = append(rows, exitScenarios()...)
+	rows = append(rows, incomingScenarios()...)
 	for i := range rows {
 		rows[i].failpoint, _, _ = strings.Cut(rows[i].name, "/")
 	}

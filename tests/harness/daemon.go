@@ -160,6 +160,38 @@ func (d *Daemon) Stop() {
 	d.checkRaces()
 }
 
+// Signal sends sig to the daemon and returns at once: a stopping daemon
+// keeps serving the files open on its detached mount (WaitLog, Wait).
+func (d *Daemon) Signal(sig syscall.Signal) {
+	d.tb.Helper()
+	if err := d.cmd.Process.Signal(sig); err != nil {
+		d.tb.Fatalf("harness: %v to daemon %d: %v", sig, d.Pid(), err)
+	}
+}
+
+// WaitLog waits up to timeout until the daemon's log holds want, and fails
+// the test (showing the log) if it does not.
+func (d *Daemon) WaitLog(want string, timeout time.Duration) {
+	d.tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(d.Log(), want) {
+		if time.Now().After(deadline) {
+			d.tb.Fatalf("harness: daemon %d did not log %q within %v:\n%s", d.Pid(), want, timeout, d.Log())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Running reports whether the daemon process has not exited yet.
+func (d *Daemon) Running() bool {
+	select {
+	case <-d.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // Kill sends SIGKILL, waits for the daemon to die and detaches the dead
 // mount it leaves.
 func (d *Daemon) Kill() {

@@ -1,0 +1,86 @@
+package leasefs
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// ErrDetached is returned by every FS entry point that would read or
+// change the store once Detach has been called: the daemon is stopping,
+// its mount is detached and its store closed (a new daemon may already
+// own it). Handles opened before keep what they hold: a payload's backing
+// file, an index snapshot, the text rendered at open. A write to an open
+// lease or ctl file fails with it and changes nothing.
+var ErrDetached = errors.New("the daemon serving this mount has stopped and released the store: only files opened before stay readable; use the mount of the running daemon")
+
+// gate admits FS calls that touch the store until Detach closes it. It
+// counts calls in flight rather than holding a lock across them, so a
+// call may enter again from inside another (Create calls Lookup) without
+// deadlocking against a waiting Detach.
+type gate struct {
+	mu       sync.Mutex
+	inflight int
+	detached bool
+	idle     chan struct{} // made by a waiting Detach, closed by the last call to leave
+}
+
+// enter admits one call of op to the store, or returns ErrDetached. Each
+// nil return must be paired with one leave.
+func (f *FS) enter(op string) error {
+	g := &f.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.detached {
+		return fmt.Errorf("%s: %w", op, ErrDetached)
+	}
+	g.inflight++
+	return nil
+}
+
+// leave ends a call admitted by enter.
+func (f *FS) leave() {
+	g := &f.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inflight--
+	if g.inflight == 0 && g.idle != nil {
+		close(g.idle)
+		g.idle = nil
+	}
+}
+
+// Detach stops f from touching its store, for good: from its return on,
+// every entry point that would read or change the store returns
+// ErrDetached, and no call admitted before is still running (Detach waits
+// for them, a `kill` write's bounded wait included). The caller may then
+// close the store. Reads of open handles (Handle.Data, Handle.File,
+// Handle.Snapshot) need no store and keep working. Detach is idempotent
+// and safe for concurrent use.
+//
+// Entry points that touch the store: Lookup, Walk, ReadDir, ReadDirFrom,
+// Attr, SetAttr, Open, Create, Remove, Rmdir, MakeEntry, Rename,
+// CheckRemove, Xattrs, and Commands.Write and Commands.Flush. A new one
+// must call f.enter first (detach_test.go lists every exported method).
+func (f *FS) Detach() {
+	g := &f.gate
+	g.mu.Lock()
+	g.detached = true
+	if g.inflight == 0 {
+		g.mu.Unlock()
+		return
+	}
+	if g.idle == nil {
+		g.idle = make(chan struct{})
+	}
+	idle := g.idle
+	g.mu.Unlock()
+	<-idle
+}
+
+// Detached reports whether Detach has been called.
+func (f *FS) Detached() bool {
+	f.gate.mu.Lock()
+	defer f.gate.mu.Unlock()
+	return f.gate.detached
+}
