@@ -12,7 +12,8 @@ import (
 )
 
 // TestEventsDaemon: against a real daemon, with each backend the binary
-// has, `cat MNT/events` shows changes made with touch and mv; SIGINT
+// has, `cat MNT/events` shows changes made with touch and mv and a
+// publication by the CLI (handed to the daemon); SIGINT
 // ends a cat blocked in its read; and SIGTERM to the daemon while cats
 // are blocked in theirs ends them at EOF with everything they were sent,
 // and the daemon exits cleanly instead of waiting for them.
@@ -34,11 +35,14 @@ func TestEventsDaemon(t *testing.T) {
 			}
 			harness.MustTool(t, "touch", s.path("generations", gen, "leases", "e2e"))
 			harness.MustTool(t, "mv", s.path("generations", gen), s.path("tombstones", gen))
+			out := harness.Lines(harness.Run(t, "publish", "--duplicate", s.store, s.capture, "--class", s.class)) // through the daemon
+			second := out[len(out)-1]
 			for _, r := range readers {
-				created, tombstoned := r.Next(), r.Next()
+				created, tombstoned, published := r.Next(), r.Next(), r.Next()
 				if created.Kind != "lease-created" || created.Generation != gen || created.CloneID != "e2e" ||
-					tombstoned.Kind != "tombstoned" || tombstoned.Generation != gen || tombstoned.Seq != created.Seq+1 {
-					t.Errorf("lines %s and %s, want lease-created and tombstoned of %s", created.Raw, tombstoned.Raw, gen)
+					tombstoned.Kind != "tombstoned" || tombstoned.Generation != gen || tombstoned.Seq != created.Seq+1 ||
+					published.Kind != "published" || published.Generation != second || published.Seq != created.Seq+2 {
+					t.Errorf("lines %s, %s and %s, want lease-created and tombstoned of %s, published %s", created.Raw, tombstoned.Raw, published.Raw, gen, second)
 				}
 			}
 			if err := readers[0].Cmd.Process.Signal(syscall.SIGINT); err != nil {
