@@ -21,7 +21,8 @@ import (
 // retire-payload-deleted, settings-committed, repair-index-committed,
 // bind-committed, release-marked (Releasing committed, exit not yet
 // checked), release-committed, kill-signalled (after SIGKILL and the
-// bounded wait, before the release).
+// bounded wait, before the release), autobind-committed (a bind at a
+// payload open, BindLaunched), cancel-committed (CancelLease).
 const FailpointEnv = "TEMPLATEFS_FAILPOINT"
 
 // TEMPLATEFS_FAILPOINT=<name>:ENOSPC or <name>:EIO arms an error point
@@ -107,6 +108,8 @@ const (
 	faultRestoreFsyncDirs   // Restore: fsync of payload/, staging/ and the new store directory
 	faultRestoreRename      // Restore: rename of the built store to its place
 	faultRestoreFsyncParent // Restore: fsync of the store's parent after the rename
+	faultAutoBindCommit     // BindLaunched: commit of a bind at a payload open
+	faultCancelCommit       // CancelLease: commit of the reserved lease's deletion
 
 	numFaultPoints
 )
@@ -142,6 +145,8 @@ var faultPointNames = [numFaultPoints]string{
 	faultRestoreFsyncDirs:   "restore-fsync-dirs",
 	faultRestoreRename:      "restore-rename",
 	faultRestoreFsyncParent: "restore-fsync-parent",
+	faultAutoBindCommit:     "autobind-commit",
+	faultCancelCommit:       "cancel-commit",
 }
 
 func (p faultPoint) String() string { return faultPointNames[p] }
