@@ -22,7 +22,11 @@ import (
 //
 //   - lease file, `pid N`: store.BindLeaseSeq binds the lease to process N;
 //   - lease file, `kill`: store.KillLeaseSeq sends SIGKILL through a pidfd,
-//     waits up to Options.KillWait, then releases the lease;
+//     waits up to Options.KillWait, then releases the lease (a reserved
+//     lease has no process: refused, store.ErrLeaseReserved);
+//   - lease file, `cancel`: store.CancelLeaseSeq ends a reserved lease,
+//     the only way one ends, refused while a process carries its launch
+//     ID (store.ErrLaunchInUse); the lease file is gone afterwards;
 //   - ctl file, `tombstone`, `lift`, `retire`: store.Tombstone, store.Lift,
 //     store.Retire on the file's generation, recording the writer's uid.
 //     Each is idempotent: tombstoning a tombstoned or retiring generation,
@@ -53,7 +57,9 @@ func (f *FS) commands(n Node) *Commands { return &Commands{f: f, n: n} }
 //
 // Errors: ErrAccess (checked at every write, before anything runs),
 // ErrBadWrite, store.ErrNotFound when the lease or generation is gone,
-// BindLease's store.ErrLeaseBound, store.ErrNoProcess,
+// BindLease's store.ErrLeaseBound, store.ErrNoProcess, store.ErrTombstoned,
+// store.ErrRetiring, store.ErrIneligible, CancelLease's
+// store.ErrLaunchInUse, KillLease's store.ErrLeaseReserved,
 // store.ErrProcessUninspectable, KillLease's store.ErrTeardownFailed and
 // ReleaseLease's errors, Lift's store.ErrRetiring, Retire's
 // store.ErrNotTombstoned. A refusal is remembered as the generation's last
@@ -148,8 +154,11 @@ func (f *FS) leaseCommand(n Node, line []byte) error {
 	}
 	// By sequence number: a stale handle must not reach a newer lease of
 	// the same clone ID.
-	if cmd.kill {
+	switch {
+	case cmd.kill:
 		return f.st.KillLeaseSeq(n.name, n.num, f.killWait)
+	case cmd.cancel:
+		return f.st.CancelLeaseSeq(n.name, n.num)
 	}
 	_, err = f.st.BindLeaseSeq(n.name, n.num, cmd.pid)
 	return err
