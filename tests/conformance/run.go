@@ -33,6 +33,8 @@ var cases = []struct {
 	{"Lift", testLift},
 	{"KeyLeases", testKeyLeases},
 	{"OtherUser", testOtherUser},
+	{"LaunchBind", testLaunchBind},
+	{"ReservedLeaseStays", testReservedLeaseStays},
 }
 
 // Run runs every case against b, each as a subtest with its own store
