@@ -40,17 +40,17 @@ func (s *Store) BindLeaseSeq(cloneID string, seq uint64, pid int) (Lease, error)
 	return s.bindLease(cloneID, seq, pid, bindByPID)
 }
 
-// bindRoute is how a bind was asked for: its error point, its kill point
-// after the commit, and how its log line names it.
+// bindRoute is how a bind was asked for: its error point, its kill
+// point after the commit, and how its log line names it.
 type bindRoute struct {
-	fault faultPoint
-	kill  string
-	via   string
+	fault     faultPoint
+	committed func()
+	via       string
 }
 
 var (
-	bindByPID    = bindRoute{faultBindCommit, "bind-committed", "pid"}
-	bindByLaunch = bindRoute{faultAutoBindCommit, "autobind-committed", "launch-id"}
+	bindByPID    = bindRoute{faultBindCommit, func() { failpoint("bind-committed") }, "pid"}
+	bindByLaunch = bindRoute{faultAutoBindCommit, func() { failpoint("autobind-committed") }, "launch-id"}
 )
 
 // bindLease is BindLeaseSeq through route r: the one bind path.
@@ -103,7 +103,7 @@ func (s *Store) bindLease(cloneID string, seq uint64, pid int, r bindRoute) (Lea
 	case err != nil:
 		return Lease{}, fmt.Errorf("bind lease %q: %w", cloneID, err)
 	}
-	failpoint(r.kill)
+	r.committed()
 	s.log.Info("lease bound", "clone", cloneID, "seq", lease.Seq, "process", id.String(), "via", r.via)
 	s.emit(Event{Kind: EventLeaseBound, Generation: lease.Generation, KeyID: lease.KeyID, CloneID: cloneID, LeaseSeq: lease.Seq, PID: id.PID})
 	return lease, nil
