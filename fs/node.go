@@ -66,12 +66,13 @@ func (n *node) stableAttr(child leasefs.Node) fusefs.StableAttr {
 	return a
 }
 
-// callerOf returns the credentials of the request in ctx. A request
-// without them (none reaches a node op in go-fuse v2.12) is treated as
-// uid 2^32-1, (uid_t)-1, which owns nothing.
+// callerOf returns the credentials and pid (the calling thread's, in the
+// daemon's PID namespace) of the request in ctx. A request without them
+// (none reaches a node op in go-fuse v2.12) is treated as uid 2^32-1,
+// (uid_t)-1, which owns nothing, with pid 0 (unknown).
 func callerOf(ctx context.Context) leasefs.Caller {
 	if c, ok := fuse.FromContext(ctx); ok {
-		return leasefs.Caller{UID: c.Uid}
+		return leasefs.Caller{UID: c.Uid, PID: int(c.Pid)}
 	}
 	return leasefs.Caller{UID: math.MaxUint32}
 }

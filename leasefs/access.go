@@ -11,6 +11,11 @@ import (
 // through may read (others only with allow_other).
 type Caller struct {
 	UID uint32
+	// PID is the requesting thread or process as the kernel reports it
+	// (the FUSE request header's pid, fuse_get_context's pid), in the
+	// daemon's PID namespace; 0 when unknown. A payload open uses it to
+	// bind a lease by launch ID (store.BindLaunched).
+	PID int
 }
 
 // authorize returns ErrAccess (wrapped, naming what and the uids) unless

@@ -22,7 +22,11 @@ import (
 //
 //   - lease file, `pid N`: store.BindLeaseSeq binds the lease to process N;
 //   - lease file, `kill`: store.KillLeaseSeq sends SIGKILL through a pidfd,
-//     waits up to Options.KillWait, then releases the lease;
+//     waits up to Options.KillWait, then releases the lease (a reserved
+//     lease has no process: refused, store.ErrLeaseReserved);
+//   - lease file, `cancel`: store.CancelLeaseSeq ends a reserved lease,
+//     the only way one ends, refused while a process carries its launch
+//     ID (store.ErrLaunchInUse); the lease file is gone afterwards;
 //   - ctl file, `tombstone`, `lift`, `retire`: store.Tombstone, store.Lift,
 //     store.Retire on the file's generation, recording the writer's uid.
 //     Each is idempotent: tombstoning a tombstoned or retiring generation,
@@ -36,9 +40,16 @@ type Commands struct {
 	f *FS
 	n Node
 
-	mu      sync.Mutex
-	pending []byte // a partial line: no newline yet
-	writer  Caller // who wrote pending
+	// run is held while commands run, so they run one at a time, in
+	// order. A Flush with nothing pending does not take it: a process
+	// that inherited the descriptor closes it when it execs (close on
+	// exec) while holding its exec lock, and a cancel or bind running
+	// here may be reading that process's /proc environment, which waits
+	// for the exec: waiting for run there would deadlock.
+	run     sync.Mutex
+	mu      sync.Mutex // guards pending and writer
+	pending []byte     // a partial line: no newline yet
+	writer  Caller     // who wrote pending
 }
 
 // commands returns the command stream of a new open of writable node n.
@@ -53,14 +64,16 @@ func (f *FS) commands(n Node) *Commands { return &Commands{f: f, n: n} }
 //
 // Errors: ErrAccess (checked at every write, before anything runs),
 // ErrBadWrite, store.ErrNotFound when the lease or generation is gone,
-// BindLease's store.ErrLeaseBound, store.ErrNoProcess,
+// BindLease's store.ErrLeaseBound, store.ErrNoProcess, store.ErrTombstoned,
+// store.ErrRetiring, store.ErrIneligible, CancelLease's
+// store.ErrLaunchInUse, KillLease's store.ErrLeaseReserved,
 // store.ErrProcessUninspectable, KillLease's store.ErrTeardownFailed and
 // ReleaseLease's errors, Lift's store.ErrRetiring, Retire's
 // store.ErrNotTombstoned. A refusal is remembered as the generation's last
 // refusal.
 func (w *Commands) Write(data []byte, c Caller) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.run.Lock()
+	defer w.run.Unlock()
 	if err := w.f.enter("write " + w.n.String()); err != nil {
 		return 0, err
 	}
@@ -69,8 +82,10 @@ func (w *Commands) Write(data []byte, c Caller) (int, error) {
 		w.f.refusals.note(w.f.writeGeneration(w.n), w.f.writeOp(w.n), err)
 		return 0, err
 	}
+	w.mu.Lock()
 	stream := append(w.pending, data...)
 	w.pending, w.writer = nil, c
+	w.mu.Unlock()
 	for {
 		line, rest, complete := bytes.Cut(stream, []byte{'\n'})
 		if !complete {
@@ -87,7 +102,9 @@ func (w *Commands) Write(data []byte, c Caller) (int, error) {
 	if len(stream) > MaxCommandLen {
 		return 0, w.f.command(w.n, stream, c) // refused by its length, unparsed
 	}
+	w.mu.Lock()
 	w.pending = bytes.Clone(stream)
+	w.mu.Unlock()
 	return len(data), nil
 }
 
@@ -95,15 +112,19 @@ func (w *Commands) Write(data []byte, c Caller) (int, error) {
 // command of its last writer: a final command written without a newline
 // runs at close. Adapters call it from FLUSH (each close(2) of the
 // handle, whose error close returns) and from RELEASE. It returns the
-// command's error, as Write; with nothing pending it returns nil.
+// command's error, as Write; with nothing pending it returns nil at once,
+// even while a write's commands run (a partial line that write leaves
+// runs at the next Flush).
 func (w *Commands) Flush() error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	line, c := w.pending, w.writer
 	w.pending = nil
+	w.mu.Unlock()
 	if len(line) == 0 {
 		return nil
 	}
+	w.run.Lock()
+	defer w.run.Unlock()
 	return w.f.command(w.n, line, c)
 }
 
@@ -158,8 +179,11 @@ func (f *FS) leaseCommand(n Node, line []byte) error {
 	}
 	// By sequence number: a stale handle must not reach a newer lease of
 	// the same clone ID.
-	if cmd.kill {
+	switch {
+	case cmd.kill:
 		return f.st.KillLeaseSeq(n.name, n.num, f.killWait)
+	case cmd.cancel:
+		return f.st.CancelLeaseSeq(n.name, n.num)
 	}
 	_, err = f.st.BindLeaseSeq(n.name, n.num, cmd.pid)
 	return err

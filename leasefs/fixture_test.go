@@ -65,8 +65,10 @@ func newFixture(t *testing.T, c captures) *fixture {
 }
 
 // newFixtureWith is newFixture with the store's Processes replaced by
-// procs (nil: the host's).
-func newFixtureWith(t *testing.T, c captures, procs store.Processes) *fixture {
+// procs (nil: the host's), and the leases of bound bound to pid 42 right
+// after they are granted (before g2 and g5 are tombstoned: a reserved
+// lease on them can no longer be bound).
+func newFixtureWith(t *testing.T, c captures, procs store.Processes, bound ...string) *fixture {
 	t.Helper()
 	fx := &fixture{t: t, dir: filepath.Join(t.TempDir(), "store"), captures: c, now: hostclock.Now().UTC().Truncate(time.Second), caller: owner, procs: procs}
 	if err := store.Init(fx.dir); err != nil {
@@ -87,6 +89,11 @@ func newFixtureWith(t *testing.T, c captures, procs store.Processes) *fixture {
 	fx.acquire(1, "c1")
 	fx.acquire(2, "c2")
 	fx.acquire(5, "c5")
+	for _, clone := range bound {
+		if _, err := fx.st.BindLease(clone, 42); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, i := range []int{2, 5} {
 		if _, err := fx.st.Tombstone(fx.gens[i].ID, 1234); err != nil {
 			t.Fatal(err)

@@ -60,11 +60,16 @@ func (n Node) isLeaseNode() bool {
 
 // Open opens file node n for c. Payload files, text files and the
 // events file (a new subscription, Handle.Events) open read-only: a write
-// or truncating open is ErrReadOnly. Lease and ctl
+// or truncating open is ErrReadOnly. A payload open by a process that
+// carries the launch ID of a Reserved lease on the payload's generation
+// binds that lease to it before the open returns (bindOpener); a refused
+// bind refuses the open. Lease and ctl
 // files open for writing, O_TRUNC included (`echo pid 123 > file` opens
 // O_WRONLY|O_TRUNC; truncating them is a no-op), but only for the store
 // owner and root (ErrAccess). Errors also: ErrIsDir, store.ErrNotFound
-// when the node no longer exists, the store's open error.
+// when the node no longer exists, the store's open error, and for a
+// payload the bind's (store.BindLaunched: store.ErrTombstoned,
+// store.ErrRetiring, store.ErrIneligible and the others of BindLease).
 func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 	if err := f.enter("open"); err != nil {
 		return Handle{}, err
@@ -85,6 +90,10 @@ func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 	case n.kind == KindPayloadFile:
 		file, err := f.st.OpenPayload(n.Generation(), n.name)
 		if err != nil {
+			return Handle{}, err
+		}
+		if err := f.bindOpener(n, c); err != nil {
+			file.Close()
 			return Handle{}, err
 		}
 		return Handle{File: file}, nil
@@ -271,10 +280,14 @@ func (f *FS) createdLease(n Node, l store.Lease) (Created, error) {
 // Remove is unlink(2) of name in dir by c. Only lease files can be
 // removed, through any of their names; removal releases the lease with
 // store.ReleaseLease, which removes a bound lease only once its process
-// has verifiably exited. Errors: ErrAccess, the Lookup errors
+// has verifiably exited, and refuses a reserved lease
+// (store.ErrLeaseReserved: only `cancel` ends it), so that mv of a lease
+// or a generation out of the mount, which copies and then unlinks, never
+// ends a reservation. Errors: ErrAccess, the Lookup errors
 // (store.ErrNotFound, ErrNotDir), ErrIsDir for a directory,
 // ErrNotPermitted for any other file, ReleaseLease's errors
-// (store.ErrProcessAlive, store.ErrProcessUninspectable). A refused
+// (store.ErrLeaseReserved, store.ErrProcessAlive,
+// store.ErrProcessUninspectable). A refused
 // release is remembered as its generation's last refusal.
 func (f *FS) Remove(dir Node, name string, c Caller) (err error) {
 	if err := f.enter("unlink"); err != nil {

@@ -97,7 +97,7 @@ func writeAndClose(h Handle, data string, c Caller) error {
 	return err
 }
 
-// writeStale opens path for writing, releases its lease, runs then, and
+// writeStale opens path for writing, cancels its (reserved) lease, runs then, and
 // writes data through the handle opened before the release: an open
 // file handle outliving its lease.
 func writeStale(path, data string, then ...op) op {
@@ -107,7 +107,7 @@ func writeStale(path, data string, then ...op) op {
 		if err != nil {
 			fx.t.Fatal(err)
 		}
-		if err := fx.st.ReleaseLease(n.name); err != nil {
+		if err := fx.st.CancelLease(n.name); err != nil {
 			fx.t.Fatal(err)
 		}
 		for _, o := range then {
@@ -209,12 +209,11 @@ func TestOps(t *testing.T) {
 		{"create key lease invalid clone ID", create("keys/KEY/leases/-x", false), EINVAL, nil},
 		{"create key lease as other", as(other, create("keys/KEY/leases/new", false)), EACCES, noLease("new")},
 
-		{"unlink lease in generation", remove("generations/g000001/leases/c1"), OK, noLease("c1")},
-		{"unlink lease in top leases", remove("leases/c1"), OK, noLease("c1")},
-		{"unlink lease in key leases", remove("keys/KEY/leases/c1"), OK, noLease("c1")},
-		{"unlink lease of tombstoned", remove("tombstones/g000002/leases/c2"), OK, noLease("c2")},
-		{"unlink last lease of retiring", remove("retiring/g000005/leases/c5"), OK, retired(5)},
-		{"unlink last lease of retiring in top leases", remove("leases/c5"), OK, retired(5)},
+		{"unlink reserved lease in generation", remove("generations/g000001/leases/c1"), EBUSY, all(leaseState("c1", store.Reserved), refused(1, "unlink c1 EBUSY"))},
+		{"unlink reserved lease in top leases", remove("leases/c1"), EBUSY, leaseState("c1", store.Reserved)},
+		{"unlink reserved lease in key leases", remove("keys/KEY/leases/c1"), EBUSY, leaseState("c1", store.Reserved)},
+		{"unlink reserved lease of tombstoned", remove("tombstones/g000002/leases/c2"), EBUSY, leaseState("c2", store.Reserved)},
+		{"unlink reserved last lease of retiring", remove("retiring/g000005/leases/c5"), EBUSY, all(leaseState("c5", store.Reserved), state(5, store.Retiring))},
 		{"unlink missing lease", remove("leases/nobody"), ENOENT, nil},
 		{"unlink lease of other generation", remove("generations/g000003/leases/c1"), ENOENT, leaseOn("c1", 1)},
 		{"unlink payload", remove(pay), EPERM, nil},
@@ -225,7 +224,7 @@ func TestOps(t *testing.T) {
 		{"unlink lease as other", as(other, remove("leases/c1")), EACCES, all(leaseOn("c1", 1), refused(1, "unlink c1 EACCES"))},
 
 		{"rmdir tombstoned", rmdir("tombstones/g000002"), OK, all(retiringNow(2), leaseOn("c2", 2))},
-		{"rmdir tombstoned without leases", seq(rmdir("tombstones/g000002"), remove("leases/c2")), OK, retired(2)},
+		{"rmdir tombstoned without leases", seq(rmdir("tombstones/g000002"), write("leases/c2", "cancel")), OK, retired(2)},
 		{"rmdir published", rmdir("generations/g000001"), EPERM, all(state(1, store.Published), refused(1, "rmdir g000001 EPERM: "), refused(1, "not tombstoned"))},
 		{"rmdir retiring", rmdir("retiring/g000005"), EBUSY, all(retiringNow(5), refused(5, "rmdir g000005 EBUSY"))},
 		{"rmdir tombstoned as other", as(other, rmdir("tombstones/g000002")), EACCES, all(state(2, store.Tombstoned), refused(2, "rmdir g000002 EACCES"))},
@@ -311,20 +310,25 @@ func TestOps(t *testing.T) {
 		{"setxattr ctl", xattr("generations/g000001/ctl"), EPERM, nil},
 		{"setxattr as other", as(other, xattr(pay)), EACCES, nil},
 
-		{"write lease kill reserved", write("leases/c1", "kill\n"), OK, noLease("c1")},
-		{"write lease kill through key", write("keys/KEY/leases/c5", "kill"), OK, all(noLease("c5"), retired(5))},
+		{"write lease kill reserved", write("leases/c1", "kill\n"), EBUSY, all(leaseState("c1", store.Reserved), refused(1, "write lease c1 EBUSY"))},
+		{"write lease cancel", write("leases/c1", "cancel\n"), OK, noLease("c1")},
+		{"write lease cancel in generation", write("generations/g000001/leases/c1", "cancel\n"), OK, noLease("c1")},
+		{"write lease cancel through key", write("keys/KEY/leases/c5", "cancel"), OK, all(noLease("c5"), retired(5))},
+		{"write lease cancel last lease of retiring", write("retiring/g000005/leases/c5", "cancel\n"), OK, retired(5)},
+		{"write lease cancel twice", write("leases/c1", "cancel\ncancel\n"), ENOENT, noLease("c1")},
+		{"write lease cancel as other", writeBy(other, "leases/c1", "cancel\n"), EACCES, leaseState("c1", store.Reserved)},
 		{"write lease no process", write("generations/g000001/leases/c1", noProcess+"\n"), ESRCH, all(leaseState("c1", store.Reserved), refused(1, "write lease c1 ESRCH"))},
 		{"write lease bad", write("leases/c1", "bind 1\n"), EINVAL, all(leaseState("c1", store.Reserved), refused(1, "write lease c1 EINVAL"))},
 		{"write lease empty", write("leases/c1", ""), OK, leaseState("c1", store.Reserved)},
 		{"write lease empty lines", write("leases/c1", "\n\n"), OK, leaseState("c1", store.Reserved)},
-		{"write lease kill then empty line", write("leases/c1", "kill\n\n"), OK, noLease("c1")},
-		{"write lease kill at close", write("leases/c1", "kill"), OK, noLease("c1")},
+		{"write lease cancel then empty line", write("leases/c1", "cancel\n\n"), OK, noLease("c1")},
+		{"write lease cancel at close", write("leases/c1", "cancel"), OK, noLease("c1")},
 		{"write lease too long", write("leases/c1", "pid "+strings.Repeat("1", MaxCommandLen)+"\n"), EINVAL, leaseState("c1", store.Reserved)},
 		{"write lease too long without newline", write("leases/c1", strings.Repeat("k", MaxCommandLen+1)), EINVAL, leaseState("c1", store.Reserved)},
 		{"write lease bad at close", write("leases/c1", "bind 1"), EINVAL, all(leaseState("c1", store.Reserved), refused(1, "write lease c1 EINVAL"))},
 		{"write lease as other", writeBy(other, "leases/c1", "kill"), EACCES, all(leaseState("c1", store.Reserved), refused(1, "write lease c1 EACCES"))},
-		{"write released lease", writeStale("leases/c1", "kill"), ENOENT, noLease("c1")},
-		{"write reacquired lease", writeStale("leases/c1", "kill", create("generations/g000003/leases/c1", false)), ENOENT, leaseOn("c1", 3)},
+		{"write released lease", writeStale("leases/c1", "cancel"), ENOENT, noLease("c1")},
+		{"write reacquired lease", writeStale("leases/c1", "cancel", create("generations/g000003/leases/c1", false)), ENOENT, leaseOn("c1", 3)},
 
 		{"ctl tombstone", write("generations/g000001/ctl", "tombstone\n"), OK, tombstonedBy(1, owner.UID)},
 		{"ctl tombstone tombstoned", write("tombstones/g000002/ctl", "tombstone"), OK, tombstonedBy(2, 1234)},
@@ -333,7 +337,7 @@ func TestOps(t *testing.T) {
 		{"ctl lift published", write("generations/g000001/ctl", "lift\n"), OK, state(1, store.Published)},
 		{"ctl lift retiring", write("retiring/g000005/ctl", "lift\n"), EPERM, all(retiringNow(5), refused(5, "ctl lift EPERM"))},
 		{"ctl retire", write("tombstones/g000002/ctl", "retire\n"), OK, all(retiringNow(2), leaseOn("c2", 2))},
-		{"ctl retire without leases", seq(write("tombstones/g000002/ctl", "retire\n"), remove("leases/c2")), OK, retired(2)},
+		{"ctl retire without leases", seq(write("tombstones/g000002/ctl", "retire\n"), write("leases/c2", "cancel")), OK, retired(2)},
 		{"ctl retire retiring", write("retiring/g000005/ctl", "retire"), OK, retiringNow(5)},
 		{"ctl retire published", write("generations/g000001/ctl", "retire\n"), EPERM, all(state(1, store.Published), refused(1, "ctl retire EPERM"), refused(1, "not tombstoned"))},
 		{"ctl bad", write("generations/g000001/ctl", "delete\n"), EINVAL, all(state(1, store.Published), refused(1, `write ctl EINVAL: `), refused(1, `"delete"`))},

@@ -84,14 +84,11 @@ func TestProcessOutcomes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			procs := &fakeProcs{verdict: store.ProcessAlive, kill: exits}
-			fx := newFixtureWith(t, capture, procs)
-			for _, c := range []string{"c1", "c5"} {
-				if tt.identify == nil {
-					if _, err := fx.st.BindLease(c, 42); err != nil {
-						t.Fatal(err)
-					}
-				}
+			var bound []string
+			if tt.identify == nil {
+				bound = []string{"c1", "c5"}
 			}
+			fx := newFixtureWith(t, capture, procs, bound...)
 			procs.mu.Lock()
 			procs.identify, procs.verdict, procs.kill = tt.identify, tt.verdict, tt.kill
 			procs.mu.Unlock()

@@ -55,7 +55,7 @@ func TestReadDirFromRemoved(t *testing.T) {
 	for _, clone := range []string{"a0", "b7", "m3"} {
 		fx.acquire(3, clone)
 	}
-	if err := fx.st.ReleaseLease("b7"); err != nil {
+	if err := fx.st.CancelLease("b7"); err != nil {
 		t.Fatal(err)
 	}
 	page, err := fx.fs.ReadDirFrom(fx.walk("generations/g000003/leases"), "b7", 10)

@@ -16,7 +16,8 @@ import "fmt"
 // directory that is not empty anyway.
 //
 // Errors: ErrAccess, the Lookup errors, ErrNotPermitted for every other
-// node, and for a lease CheckRelease's store.ErrProcessAlive,
+// node, and for a lease CheckRelease's store.ErrLeaseReserved,
+// store.ErrProcessAlive,
 // store.ErrProcessUninspectable or its check's error. A bound process
 // can exit or a lease be bound between this answer and the unlink; the
 // unlink's own refusal is then only logged and shown in status.

@@ -13,9 +13,9 @@ func TestCheckRemove(t *testing.T) {
 		caller Caller
 		want   Errno
 	}{
-		{"leases/c1", owner, OK},
-		{"generations/g000001/leases/c1", owner, OK},
-		{"keys/KEY/leases/c1", owner, OK},
+		{"leases/c1", owner, EBUSY}, // reserved: cancel ends it
+		{"generations/g000001/leases/c1", owner, EBUSY},
+		{"keys/KEY/leases/c1", owner, EBUSY},
 		{"generations/g000001", owner, OK},
 		{"tombstones/g000002", owner, OK},
 		{"retiring/g000005", owner, OK},

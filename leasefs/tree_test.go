@@ -245,7 +245,7 @@ func TestInoEncoding(t *testing.T) {
 func TestLeaseNodeIdentity(t *testing.T) {
 	fx := newFixture(t, makeCaptures(t))
 	old := fx.walk("leases/c1")
-	if err := fx.st.ReleaseLease("c1"); err != nil {
+	if err := fx.st.CancelLease("c1"); err != nil {
 		t.Fatal(err)
 	}
 	fx.acquire(3, "c1")

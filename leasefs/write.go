@@ -15,10 +15,12 @@ const MaxCommandLen = 64
 // PID fits).
 const MaxPID = 1<<31 - 1
 
-// leaseCommand is one parsed write to a lease file: kill, or bind to pid.
+// leaseCommand is one parsed write to a lease file: kill, cancel, or
+// bind to pid.
 type leaseCommand struct {
-	kill bool
-	pid  int // 1..MaxPID when !kill
+	kill   bool
+	cancel bool
+	pid    int // 1..MaxPID when neither kill nor cancel
 }
 
 // ctlCommand is one parsed write to a ctl file.
@@ -56,22 +58,26 @@ func commandLine(line []byte) (string, error) {
 
 // parseLeaseWrite parses one command line (without its newline) written
 // to a lease file. The grammar is exact: `pid N` with one space and N a
-// decimal in 1..MaxPID without sign or leading zeros, or `kill`. Anything
-// else, and anything longer than MaxCommandLen, is ErrBadWrite.
+// decimal in 1..MaxPID without sign or leading zeros, `kill`, or
+// `cancel`. Anything else, and anything longer than MaxCommandLen, is
+// ErrBadWrite.
 func parseLeaseWrite(line []byte) (leaseCommand, error) {
 	s, err := commandLine(line)
 	if err != nil {
 		return leaseCommand{}, err
 	}
-	if s == "kill" {
+	switch s {
+	case "kill":
 		return leaseCommand{kill: true}, nil
+	case "cancel":
+		return leaseCommand{cancel: true}, nil
 	}
 	if digits, ok := strings.CutPrefix(s, "pid "); ok {
 		if pid, ok := parsePID(digits); ok {
 			return leaseCommand{pid: pid}, nil
 		}
 	}
-	return leaseCommand{}, fmt.Errorf("lease file command %q: want \"pid <1..%d>\" or \"kill\": %w", line, MaxPID, ErrBadWrite)
+	return leaseCommand{}, fmt.Errorf("lease file command %q: want \"pid <1..%d>\", \"kill\" or \"cancel\": %w", line, MaxPID, ErrBadWrite)
 }
 
 // parsePID parses a decimal in 1..MaxPID with no sign and no leading zero.

@@ -17,6 +17,10 @@ func TestParseLeaseWrite(t *testing.T) {
 		ok   bool
 	}{
 		{"kill", leaseCommand{kill: true}, true},
+		{"cancel", leaseCommand{cancel: true}, true},
+		{"cancel ", leaseCommand{}, false},
+		{"Cancel", leaseCommand{}, false},
+		{"cancel kill", leaseCommand{}, false},
 		{"kill\n", leaseCommand{}, false},
 		{"pid 1", leaseCommand{pid: 1}, true},
 		{"pid 123", leaseCommand{pid: 123}, true},
@@ -177,13 +181,13 @@ func TestCommandsStream(t *testing.T) {
 	}
 	stateIs("after close", store.Published)
 
-	// kill at close runs once: a second close has nothing left to run
+	// cancel at close runs once: a second close has nothing left to run
 	// (running it again would find the lease gone, ENOENT).
 	lh, err := fx.fs.Open(fx.walk("leases/c1"), OpenFlags{Write: true}, owner)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lh.Commands.Write([]byte("kill"), owner); err != nil {
+	if _, err := lh.Commands.Write([]byte("cancel"), owner); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := fx.st.Lease("c1"); err != nil {

@@ -12,14 +12,21 @@ import (
 // BindLease binds the Reserved lease of cloneID to the running process
 // pid: it reads the process identity first (Processes.Identify: on Linux a
 // pidfd, the pidfs inode number, the /proc start time and the boot ID),
-// then in one transaction sets State Bound, Process, BoundAt and
-// UpdatedAt. Binding again to the same process (same identity) returns
-// the lease unchanged, in whatever state it is. Errors: ErrInvalidID
-// (clone ID; pid <= 0, pid 1, this process, or a kernel thread, none
-// of which exits like a clone), ErrNoProcess (no such process, a thread that is
-// not a thread-group leader, or an exited one), ErrProcessUninspectable,
-// ErrNotFound (no lease), ErrLeaseBound (bound to another process, even
-// one that has since exited: release it and acquire a new lease).
+// then in one transaction re-checks that the lease's generation is still
+// eligible (published and inside its restore window, as AcquireLease
+// checks) and sets State Bound, Process, BoundAt and UpdatedAt. Binding
+// again to the same process (same identity) returns the lease unchanged,
+// in whatever state it is. Errors: ErrInvalidID (clone ID; pid <= 0, pid
+// 1, this process, or a kernel thread, none of which exits like a clone),
+// ErrNoProcess (no such process, a thread that is not a thread-group
+// leader, or an exited one), ErrProcessUninspectable, ErrNotFound (no
+// lease), ErrLeaseBound (bound to another process, even one that has
+// since exited: release it and acquire a new lease), ErrTombstoned,
+// ErrRetiring, ErrIneligible (the generation may not be restored now; the
+// message gives the reason; the lease stays Reserved).
+//
+// Writing `pid N` to a lease file binds through here; so does the
+// automatic binding at a payload open (BindLaunched), through bindLease.
 func (s *Store) BindLease(cloneID string, pid int) (Lease, error) {
 	return s.BindLeaseSeq(cloneID, 0, pid)
 }
@@ -30,6 +37,24 @@ func (s *Store) BindLease(cloneID string, pid int) (Lease, error) {
 // the clone ID acquired again): it returns ErrNotFound and leaves the
 // newer lease alone.
 func (s *Store) BindLeaseSeq(cloneID string, seq uint64, pid int) (Lease, error) {
+	return s.bindLease(cloneID, seq, pid, bindByPID)
+}
+
+// bindRoute is how a bind was asked for: its error point, its kill
+// point after the commit, and how its log line names it.
+type bindRoute struct {
+	fault     faultPoint
+	committed func()
+	via       string
+}
+
+var (
+	bindByPID    = bindRoute{faultBindCommit, func() { failpoint("bind-committed") }, "pid"}
+	bindByLaunch = bindRoute{faultAutoBindCommit, func() { failpoint("autobind-committed") }, "launch-id"}
+)
+
+// bindLease is BindLeaseSeq through route r: the one bind path.
+func (s *Store) bindLease(cloneID string, seq uint64, pid int, r bindRoute) (Lease, error) {
 	if err := ValidateCloneID(cloneID); err != nil {
 		return Lease{}, err
 	}
@@ -45,8 +70,9 @@ func (s *Store) BindLeaseSeq(cloneID string, seq uint64, pid int) (Lease, error)
 	if err != nil {
 		return Lease{}, fmt.Errorf("bind lease %q: %w", cloneID, err)
 	}
+	facts, factsErr := s.host.Facts()
 	var lease Lease
-	err = s.update(faultBindCommit, func(tx *bolt.Tx) error {
+	err = s.update(r.fault, func(tx *bolt.Tx) error {
 		var err error
 		if lease, err = readLeaseTx(tx, cloneID); err != nil {
 			return err
@@ -60,6 +86,13 @@ func (s *Store) BindLeaseSeq(cloneID string, seq uint64, pid int) (Lease, error)
 			}
 			return fmt.Errorf("lease %q is %s to %v, not %v: %w", cloneID, lease.State, lease.Process, id, ErrLeaseBound)
 		}
+		g, err := getGeneration(tx, lease.Generation)
+		if err != nil {
+			return err
+		}
+		if err := checkEligible(tx, g, facts, factsErr); err != nil {
+			return fmt.Errorf("lease %q: %w", cloneID, err)
+		}
 		now := s.now().UTC()
 		lease.State, lease.Process, lease.BoundAt, lease.UpdatedAt = Bound, &id, now, now
 		return putJSON(tx.Bucket(bucketLeases), []byte(cloneID), lease)
@@ -70,15 +103,17 @@ func (s *Store) BindLeaseSeq(cloneID string, seq uint64, pid int) (Lease, error)
 	case err != nil:
 		return Lease{}, fmt.Errorf("bind lease %q: %w", cloneID, err)
 	}
-	failpoint("bind-committed")
-	s.log.Info("lease bound", "clone", cloneID, "seq", lease.Seq, "process", id.String())
+	r.committed()
+	s.log.Info("lease bound", "clone", cloneID, "seq", lease.Seq, "process", id.String(), "via", r.via)
 	s.emit(Event{Kind: EventLeaseBound, Generation: lease.Generation, KeyID: lease.KeyID, CloneID: cloneID, LeaseSeq: lease.Seq, PID: id.PID})
 	s.watchExit(cloneID, lease.Seq)
 	return lease, nil
 }
 
-// KillLease asks for a forced teardown of cloneID's clone. For a Reserved
-// or Exited lease it is ReleaseLease. Otherwise it sends SIGKILL to the bound
+// KillLease asks for a forced teardown of cloneID's clone. A Reserved
+// lease has no process: it is refused with ErrLeaseReserved and stays
+// (CancelLease ends it). An Exited lease is ReleaseLease. Otherwise it
+// sends SIGKILL to the bound
 // process (through a pidfd, only after verifying the identity), waits up
 // to wait for it to exit (zero checks once), and then releases as
 // ReleaseLease does. If the process survives the wait or cannot be
@@ -108,7 +143,10 @@ func (s *Store) KillLeaseSeq(cloneID string, seq uint64, wait time.Duration) (er
 	if seq != 0 && lease.Seq != seq {
 		return fmt.Errorf("kill lease %q: it has sequence %d, not %d (released and acquired again): %w", cloneID, lease.Seq, seq, ErrNotFound)
 	}
-	if lease.State == Reserved || lease.State == Exited {
+	switch lease.State {
+	case Reserved:
+		return fmt.Errorf("kill lease %q: it has no process (write cancel to end it): %w", cloneID, ErrLeaseReserved)
+	case Exited:
 		return s.ReleaseLeaseSeq(cloneID, lease.Seq)
 	}
 	if lease.Process == nil {
@@ -139,8 +177,9 @@ func (s *Store) KillLeaseSeq(cloneID string, seq uint64, wait time.Duration) (er
 	return fmt.Errorf("kill lease %q: %w: %w", cloneID, ErrTeardownFailed, cause)
 }
 
-// beginRelease is ReleaseLease's first transaction. A Reserved or Exited
-// lease is deleted there (released is true; lease.State says which). Any other is durably marked Releasing
+// beginRelease is ReleaseLease's first transaction. A Reserved lease is
+// refused (ErrLeaseReserved: only CancelLease ends it). An Exited lease is
+// deleted there (released is true). Any other is durably marked Releasing
 // before its process is checked; prior is the state to restore if the
 // check keeps the lease (Releasing itself restores to Bound).
 func (s *Store) beginRelease(cloneID string, seq uint64) (lease Lease, prior LeaseState, released bool, err error) {
@@ -153,8 +192,7 @@ func (s *Store) beginRelease(cloneID string, seq uint64) (lease Lease, prior Lea
 			return fmt.Errorf("lease %q has sequence %d, not %d (released and acquired again): %w", cloneID, lease.Seq, seq, ErrNotFound)
 		}
 		if lease.State == Reserved {
-			released = true
-			return s.deleteLeaseRecord(tx, lease)
+			return reservedRefusal(cloneID)
 		}
 		if lease.Process == nil {
 			return fmt.Errorf("lease %q: state %s without a process record", cloneID, lease.State)
@@ -175,6 +213,11 @@ func (s *Store) beginRelease(cloneID string, seq uint64) (lease Lease, prior Lea
 		err = nil
 	}
 	return lease, prior, released, err
+}
+
+// reservedRefusal is the error of a release of cloneID's Reserved lease.
+func reservedRefusal(cloneID string) error {
+	return fmt.Errorf("lease %q was never bound (write cancel to end it): %w", cloneID, ErrLeaseReserved)
 }
 
 // finishRelease deletes the lease checked by ReleaseLease. If the record

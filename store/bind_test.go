@@ -309,7 +309,6 @@ func TestReleaseOutcomes(t *testing.T) {
 		// (release never signals).
 		processLives bool
 	}{
-		{"never bound", nil, nil, true},
 		{"process gone", func(t *testing.T, dir string, st *store.Store, p *sleeper) *store.Store {
 			p.reap()
 			return st
@@ -442,11 +441,11 @@ func TestKillLease(t *testing.T) {
 	if _, _, err := st.AcquireLease(g.ID, "clone-r"); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.KillLease("clone-r", time.Second); err != nil {
-		t.Errorf("kill of a reserved lease: %v, want release", err)
+	if err := st.KillLease("clone-r", time.Second); !errors.Is(err, store.ErrLeaseReserved) {
+		t.Errorf("kill of a reserved lease: %v, want ErrLeaseReserved", err)
 	}
-	if _, err := st.Lease("clone-r"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("reserved lease after kill: got %v, want ErrNotFound", err)
+	if l, err := st.Lease("clone-r"); err != nil || l.State != store.Reserved {
+		t.Errorf("reserved lease after kill: got %+v, %v; want it reserved", l, err)
 	}
 	if err := st.KillLease("clone-x", time.Second); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("kill of no lease: got %v, want ErrNotFound", err)
@@ -691,7 +690,7 @@ func TestReleaseFinishesRetirement(t *testing.T) {
 func TestStaleSequenceRefused(t *testing.T) {
 	_, st := newBindStore(t, store.Options{})
 	old := mustGetLease(t, st, "clone-a")
-	if err := st.ReleaseLease("clone-a"); err != nil {
+	if err := st.CancelLease("clone-a"); err != nil {
 		t.Fatal(err)
 	}
 	fresh, _, err := st.AcquireLease(old.Generation, "clone-a")

@@ -60,7 +60,7 @@ func TestChangeTimes(t *testing.T) {
 	}
 	want("lease granted", at)
 	at = step()
-	if err := st.ReleaseLease("c1"); err != nil {
+	if err := st.CancelLease("c1"); err != nil {
 		t.Fatal(err)
 	}
 	want("lease released", at)

@@ -262,7 +262,7 @@ func TestCheckDuringChanges(t *testing.T) {
 				_, err = st.Retire(g.ID, 0)
 			}
 			if err == nil {
-				err = st.ReleaseLease("c")
+				err = st.CancelLease("c")
 			}
 			if err != nil {
 				done <- err

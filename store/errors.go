@@ -120,4 +120,13 @@ var (
 	// could not be signalled or was still there when the bounded wait
 	// ended; the lease stays in state TeardownFailed.
 	ErrTeardownFailed = errors.New("forced teardown failed")
+	// ErrLeaseReserved is returned by ReleaseLease and KillLease for a
+	// Reserved lease: it has no process to verify or kill, and only an
+	// explicit CancelLease ends it (so that no copy-then-delete, such as
+	// mv out of the mount, ends a reservation). The lease stays.
+	ErrLeaseReserved = errors.New("lease is reserved: only cancel ends it")
+	// ErrLaunchInUse is returned by CancelLease while a process on this
+	// boot carries the lease's launch ID (LaunchEnv) in its environment:
+	// the clone it was handed to may still bind it. The lease stays.
+	ErrLaunchInUse = errors.New("a process carries the lease's launch ID")
 )

@@ -24,8 +24,9 @@ import (
 // bounded wait, before the release), exit-recorded (a bound process's
 // exit committed as state exited, by the tracker or at its start),
 // incoming-committed (PublishIncoming: generation committed, its incoming
-// names not yet removed). A publication of an incoming directory passes
-// the publish-* points too.
+// names not yet removed; a publication of an incoming directory passes
+// the publish-* points too), autobind-committed (a bind at a payload
+// open, BindLaunched), cancel-committed (CancelLease).
 const FailpointEnv = "TEMPLATEFS_FAILPOINT"
 
 // TEMPLATEFS_FAILPOINT=<name>:ENOSPC or <name>:EIO arms an error point
@@ -112,6 +113,8 @@ const (
 	faultRestoreFsyncDirs   // Restore: fsync of payload/, staging/ and the new store directory
 	faultRestoreRename      // Restore: rename of the built store to its place
 	faultRestoreFsyncParent // Restore: fsync of the store's parent after the rename
+	faultAutoBindCommit     // BindLaunched: commit of a bind at a payload open
+	faultCancelCommit       // CancelLease: commit of the reserved lease's deletion
 
 	numFaultPoints
 )
@@ -148,6 +151,8 @@ var faultPointNames = [numFaultPoints]string{
 	faultRestoreFsyncDirs:   "restore-fsync-dirs",
 	faultRestoreRename:      "restore-rename",
 	faultRestoreFsyncParent: "restore-fsync-parent",
+	faultAutoBindCommit:     "autobind-commit",
+	faultCancelCommit:       "cancel-commit",
 }
 
 func (p faultPoint) String() string { return faultPointNames[p] }

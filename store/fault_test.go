@@ -146,6 +146,23 @@ func (f *faultFixture) sleeper(t *testing.T) int {
 	return proc.Process.Pid
 }
 
+// launched starts a sleeper that carries held's launch ID in its
+// environment (store.LaunchEnv), as an orchestrator starts a clone.
+func (f *faultFixture) launched(t *testing.T) {
+	t.Helper()
+	l, err := f.st.Lease("held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.proc = exec.Command("sleep", "1000")
+	f.proc.Env = append(os.Environ(), LaunchEnv+"="+l.LaunchID)
+	if err := f.proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	proc := f.proc
+	t.Cleanup(func() { proc.Process.Kill(); proc.Wait() })
+}
+
 // bindHeld binds "held" to a new sleeper; exited makes it exit (and be
 // reaped) afterwards, so that a release finds it gone.
 func (f *faultFixture) bindHeld(t *testing.T, exited bool) {
@@ -385,8 +402,19 @@ func faultRows() []faultRow {
 			op:    func(f *faultFixture) error { _, err := f.st.BindLease("held", f.proc.Process.Pid); return err },
 		},
 		{
-			name: "release-begin-commit/reserved", readOnly: true,
-			op: func(f *faultFixture) error { return f.st.ReleaseLease("held") },
+			name: "cancel-commit", readOnly: true,
+			op: func(f *faultFixture) error { return f.st.CancelLease("held") },
+		},
+		{
+			name: "autobind-commit", readOnly: true,
+			setup: func(f *faultFixture, t *testing.T) { f.launched(t) },
+			op: func(f *faultFixture) error {
+				_, matched, err := f.st.BindLaunched(f.g.ID, f.proc.Process.Pid)
+				if err == nil && !matched {
+					return errors.New("the launched process matched no lease")
+				}
+				return err
+			},
 		},
 		{
 			name: "release-begin-commit/bound", readOnly: true,
@@ -471,7 +499,7 @@ func faultRows() []faultRow {
 					t.Fatal(err)
 				}
 			},
-			op: func(f *faultFixture) error { return f.st.ReleaseLease("last") },
+			op: func(f *faultFixture) error { return f.st.CancelLease("last") },
 			expect: func(t *testing.T, f *faultFixture) {
 				g2Retiring(t, f)
 				if _, err := f.st.Lease("last"); !errors.Is(err, ErrNotFound) {

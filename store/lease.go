@@ -76,11 +76,12 @@ func (s *Store) acquireLease(gen GenerationID, cloneID string, update func(func(
 }
 
 // ReleaseLease removes the lease of cloneID once its clone has verifiably
-// exited; a lease never expires by timeout. A Reserved lease was never
-// bound, so its clone never started: it is deleted at once. An Exited
-// lease's exit is already recorded: it is settled (deleted) at once,
-// without a check. Any other is first durably marked Releasing, then its
-// process is checked (Processes.Check):
+// exited; a lease never expires by timeout. A Reserved lease is refused
+// with ErrLeaseReserved and stays: its clone may be starting, and only
+// an explicit CancelLease ends a reservation. An Exited lease's exit is
+// already recorded: it is settled (deleted) at once, without a check.
+// Any other is first durably marked Releasing, then its process is
+// checked (Processes.Check):
 //
 //   - exited, PID reused by another process, or an earlier boot: the
 //     lease record and its generation index row are deleted in one
@@ -95,7 +96,7 @@ func (s *Store) acquireLease(gen GenerationID, cloneID string, update func(func(
 // made Exited by exit tracking once its process has exited).
 // After a removal it lets a retiring generation that no longer holds
 // leases be deleted (afterLeaseRemoved). Errors: ErrInvalidID,
-// ErrNotFound, ErrProcessAlive, ErrProcessUninspectable, or the check's
+// ErrNotFound, ErrLeaseReserved, ErrProcessAlive, ErrProcessUninspectable, or the check's
 // own error (state restored).
 func (s *Store) ReleaseLease(cloneID string) error { return s.ReleaseLeaseSeq(cloneID, 0) }
 
@@ -108,27 +109,21 @@ func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 	if err := ValidateCloneID(cloneID); err != nil {
 		return err
 	}
-	// A live or hidden process refuses the release. Check it before any
-	// write, so that a refusal leaves the store exactly as it was; the
-	// check is repeated after the lease is durably marked Releasing.
-	if err := s.CheckRelease(cloneID, seq); errors.Is(err, ErrProcessAlive) || errors.Is(err, ErrProcessUninspectable) {
+	// A reservation, or a live or hidden process, refuses the release.
+	// Check it before any write, so that a refusal leaves the store
+	// exactly as it was; the check is repeated after the lease is durably
+	// marked Releasing.
+	if err := s.CheckRelease(cloneID, seq); errors.Is(err, ErrLeaseReserved) || errors.Is(err, ErrProcessAlive) || errors.Is(err, ErrProcessUninspectable) {
 		return fmt.Errorf("release lease %q: %w", cloneID, err)
 	}
 	lease, prior, released, err := s.beginRelease(cloneID, seq)
 	if err != nil {
 		return fmt.Errorf("release lease %q: %w", cloneID, err)
 	}
-	if released && lease.State == Exited {
+	if released {
 		failpoint("release-committed")
 		s.log.Info("lease released", "clone", cloneID, "seq", lease.Seq, "state", Exited, "process", lease.Process.String())
 		s.emit(Event{Kind: EventLeaseSettled, Generation: lease.Generation, KeyID: lease.KeyID, CloneID: cloneID, LeaseSeq: lease.Seq, PID: lease.Process.PID})
-		s.afterLeaseRemoved(lease.Generation)
-		return nil
-	}
-	if released {
-		failpoint("release-committed")
-		s.log.Info("lease released", "clone", cloneID, "seq", lease.Seq, "state", Reserved)
-		s.emit(Event{Kind: EventLeaseCancelled, Generation: lease.Generation, KeyID: lease.KeyID, CloneID: cloneID, LeaseSeq: lease.Seq})
 		s.afterLeaseRemoved(lease.Generation)
 		return nil
 	}
@@ -157,7 +152,8 @@ func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 }
 
 // CheckRelease answers, changing nothing, whether ReleaseLeaseSeq of
-// cloneID and seq would be refused now: ErrProcessAlive or
+// cloneID and seq would be refused now: ErrLeaseReserved for a Reserved
+// lease, ErrProcessAlive or
 // ErrProcessUninspectable (wrapped, naming the process) for a bound lease
 // whose process still runs or cannot be inspected, the check's own error
 // when the process cannot be checked, ErrNotFound when the lease is gone
@@ -170,7 +166,9 @@ func (s *Store) CheckRelease(cloneID string, seq uint64) error {
 		return err
 	case seq != 0 && l.Seq != seq:
 		return fmt.Errorf("lease %q has sequence %d, not %d (released and acquired again): %w", cloneID, l.Seq, seq, ErrNotFound)
-	case l.State == Reserved || l.State == Exited || l.Process == nil:
+	case l.State == Reserved:
+		return reservedRefusal(cloneID)
+	case l.State == Exited || l.Process == nil:
 		return nil
 	}
 	v, err := s.procs.Check(*l.Process)

@@ -72,7 +72,7 @@ func TestReadOnlyRefusesChanges(t *testing.T) {
 		"acquire":          func() error { _, _, err := st.AcquireLease(g.ID, "new"); return err },
 		"acquire by key":   func() error { _, _, err := st.AcquireLeaseByKey(g.KeyID, "new"); return err },
 		"bind":             func() error { _, err := st.BindLease("held", os.Getppid()); return err },
-		"release":          func() error { return st.ReleaseLease("held") },
+		"cancel":           func() error { return st.CancelLease("held") },
 		"kill":             func() error { return st.KillLease("held", time.Second) },
 		"tombstone":        func() error { _, err := st.Tombstone(g.ID, 1); return err },
 		"lift":             func() error { _, err := st.Lift(g.ID); return err },

@@ -99,13 +99,13 @@ func TestRetireWaitsForLeases(t *testing.T) {
 		t.Errorf("Info = %+v, %v; want 1 retiring", info, err)
 	}
 
-	if err := st.ReleaseLease("clone-a"); err != nil {
+	if err := st.CancelLease("clone-a"); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := st.Generation(g.ID); err != nil || got.State != store.Retiring || !payloadExists(t, dir, g.ID) {
 		t.Fatalf("with one lease left: %+v, %v; want retiring with its payload", got, err)
 	}
-	if err := st.ReleaseLease("clone-b"); err != nil {
+	if err := st.CancelLease("clone-b"); err != nil {
 		t.Fatal(err)
 	}
 	assertRetired(t, dir, st, g)

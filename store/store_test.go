@@ -401,7 +401,7 @@ func TestLeases(t *testing.T) {
 	if err != nil || len(held) != 1 || held[0].CloneID != "clone-a" {
 		t.Errorf("GenerationLeases = %+v, %v", held, err)
 	}
-	if err := st.ReleaseLease("clone-a"); err != nil {
+	if err := st.CancelLease("clone-a"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Lease("clone-a"); !errors.Is(err, store.ErrNotFound) {

@@ -8,11 +8,12 @@ import (
 	"templatefs/leasefs"
 )
 
-// callerOf returns the credentials libfuse reports for the request being
-// served (fuse_get_context); call it only from a callback.
+// callerOf returns the credentials and pid (the calling thread's) libfuse
+// reports for the request being served (fuse_get_context); call it only
+// from a callback.
 func (f *fileSystem) callerOf() leasefs.Caller {
-	uid, _, _ := fuse.Getcontext()
-	return leasefs.Caller{UID: uid}
+	uid, _, pid := fuse.Getcontext()
+	return leasefs.Caller{UID: uid, PID: pid}
 }
 
 // platformOwners is nil on Linux: libfuse reports the kernel's uids, so

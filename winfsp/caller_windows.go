@@ -17,11 +17,12 @@ import (
 
 // callerOf returns the caller of the request being served, as WinFsp
 // reports it (fuse_get_context): the uid it maps the caller's SID to
-// (FspPosixMapSidToUid), or -1 when it has none, which owns nothing.
+// (FspPosixMapSidToUid), or -1 when it has none, which owns nothing, and
+// its process ID.
 // Call it only from a callback.
 func (f *fileSystem) callerOf() leasefs.Caller {
-	uid, _, _ := fuse.Getcontext()
-	return leasefs.Caller{UID: uid}
+	uid, _, pid := fuse.Getcontext()
+	return leasefs.Caller{UID: uid, PID: pid}
 }
 
 // platformOwners returns who may change the tree in WinFsp's uid space:

@@ -22,18 +22,39 @@ type Op uint8
 const (
 	OpPublish    Op = iota + 1 // store.Publish: no tree operation publishes
 	OpAcquire                  // open(O_CREAT|O_EXCL) of <dir>/<gen>/leases/<clone>
-	OpRelease                  // unlink(2) of leases/<clone> or <dir>/<gen>/leases/<clone>
+	OpRelease                  // unlink(2) of leases/<clone> or <dir>/<gen>/leases/<clone>: refused (EBUSY) for a reserved lease
 	OpTombstone                // rename(2) of generations/<gen> to tombstones/<gen>, or "tombstone" written to <dir>/<gen>/ctl
 	OpLift                     // rename(2) of <dir>/<gen> to generations/<gen>, or "lift" written to <dir>/<gen>/ctl
 	OpRetire                   // rmdir(2) of <dir>/<gen>, or "retire" written to <dir>/<gen>/ctl
 	OpList                     // readdir of <dir>/: generations/, tombstones/, retiring/ or leases/
 	OpListLeases               // readdir of <dir>/<gen>/leases
 	OpStatus                   // read of <dir>/<gen>/status
+	// OpBind: a new process Input.Proc, started with the launch ID of the
+	// lease Input.Clone held as sequence Input.Seq in its environment
+	// (store.LaunchEnv), opens <dir>/<gen>/payload/state.bin. The open of
+	// a reserved lease's own generation binds the lease to it (refused,
+	// EPERM, where the generation may not be restored). On success the
+	// process lives on, holding the file open, until OpExit or OpKill
+	// ends it; on failure it exits before OpBind returns.
+	OpBind
+	// OpExit: process Input.Proc ends (SIGKILL from the test, not through
+	// the mount); a lease bound to it can then be released by rm. With
+	// exit tracking the lease also becomes exited at once (see exitNote).
+	OpExit
+	// OpCancel: "cancel" written to leases/<clone> or
+	// <dir>/<gen>/leases/<clone>: ends a reserved lease, refused (EBUSY)
+	// while a process carries its launch ID, or for a bound lease.
+	OpCancel
+	// OpKill: "kill" written to leases/<clone>: SIGKILL of the bound
+	// process through the daemon, then the release; refused (EBUSY) for a
+	// reserved lease.
+	OpKill
 )
 
 var opNames = [...]string{
 	OpPublish: "publish", OpAcquire: "acquire", OpRelease: "release", OpTombstone: "tombstone", OpLift: "lift",
 	OpRetire: "retire", OpList: "list", OpListLeases: "list-leases", OpStatus: "status",
+	OpBind: "bind", OpExit: "exit", OpCancel: "cancel", OpKill: "kill",
 }
 
 // String names the operation, e.g. "acquire".
@@ -84,6 +105,15 @@ type Input struct {
 	// Eligible says, for OpPublish, whether the capture is inside its
 	// restore window under the store's fixed host facts.
 	Eligible bool
+	// Seq is, for OpBind, the sequence number of the lease whose launch
+	// ID the process carries (Output.Seq of the OpAcquire that made it).
+	Seq uint64
+	// Launch is that lease's launch ID, for the operation to use; the
+	// model goes by Seq.
+	Launch string
+	// Proc names, for OpBind and OpExit, the process: a number the
+	// clients give each process they start, never reused.
+	Proc int
 	// Call is the operation's call time, equal to porcupine.Operation.Call
 	// (the model needs it for retirement deadlines).
 	Call int64
@@ -98,6 +128,7 @@ type Output struct {
 	Names   []string              // OpList, OpListLeases: the names listed, sorted
 	State   store.GenerationState // OpStatus: the state line
 	Granted bool                  // OpStatus: new_leases says granted
+	Seq     uint64                // OpAcquire: the new lease's sequence number (read from the created file)
 	// Return is the operation's return time, equal to
 	// porcupine.Operation.Return.
 	Return int64
@@ -114,6 +145,13 @@ const (
 	errEPERM  = "EPERM"
 	errESTALE = "ESTALE"
 )
+
+// exitNote: the model of OpExit when the daemon tracks exits (the lease
+// becomes exited at once, and no longer holds its generation): set
+// exited on the bound lease in OpExit and OpKill's dead process, let
+// hasLeases skip exited leases, and drained apply after OpExit. Until
+// then an exited process is only seen by rm (OpRelease), which settles.
+const exitNote = "exit tracking: OpExit marks the bound lease exited"
 
 // The errnos of refusals by generation state, from leasefs's error table.
 var (
@@ -161,6 +199,15 @@ func (in Input) path() string {
 		return "readdir " + gen + "/leases/"
 	case OpStatus:
 		return "read " + gen + "/status"
+	case OpBind:
+		return fmt.Sprintf("process %d with the launch ID of %s (seq %d) opens %s/payload/state.bin", in.Proc, in.Clone, in.Seq, gen)
+	case OpExit:
+		return fmt.Sprintf("process %d ends", in.Proc)
+	case OpCancel, OpKill:
+		if in.Dir == DirLeases {
+			return fmt.Sprintf("write %q to leases/%s", in.Op.String(), in.Clone)
+		}
+		return fmt.Sprintf("write %q to %s/leases/%s", in.Op.String(), gen, in.Clone)
 	}
 	return ""
 }
@@ -179,6 +226,8 @@ func Describe(in Input, out Output) string {
 			eligible = "ineligible"
 		}
 		s += fmt.Sprintf(" %s (%s)", out.Gen, eligible)
+	case OpAcquire:
+		s += fmt.Sprintf(" seq %d", out.Seq)
 	case OpList, OpListLeases:
 		s += " [" + strings.Join(out.Names, " ") + "]"
 	case OpStatus:
@@ -201,15 +250,34 @@ type genRec struct {
 	deadline int64
 }
 
-// state is the model's state: the existing generations of one group and
-// its leases. It is immutable; key identifies it for Equal and Hash.
+// leaseRec is the model of one lease: its generation, its sequence
+// number, and the process it is bound to (0: reserved).
+type leaseRec struct {
+	gen  store.GenerationID
+	seq  uint64
+	proc int
+}
+
+// procRec is a live process started by OpBind: the lease whose launch ID
+// it carries. deadline is set for one whose open failed: it has exited by
+// then (it exits before its OpBind returns).
+type procRec struct {
+	clone    string
+	seq      uint64
+	deadline int64
+}
+
+// state is the model's state: the existing generations of one group, its
+// leases, and the live processes carrying their launch IDs. It is
+// immutable; key identifies it for Equal and Hash.
 type state struct {
 	gens   map[store.GenerationID]genRec
-	leases map[string]store.GenerationID // clone ID -> generation
+	leases map[string]leaseRec // by clone ID
+	procs  map[int]procRec
 	key    string
 }
 
-func newState(gens map[store.GenerationID]genRec, leases map[string]store.GenerationID) state {
+func newState(gens map[store.GenerationID]genRec, leases map[string]leaseRec, procs map[int]procRec) state {
 	var b strings.Builder
 	for _, id := range slices.Sorted(maps.Keys(gens)) {
 		g := gens[id]
@@ -224,9 +292,23 @@ func newState(gens map[store.GenerationID]genRec, leases map[string]store.Genera
 	}
 	b.WriteString("|")
 	for _, c := range slices.Sorted(maps.Keys(leases)) {
-		fmt.Fprintf(&b, " %s=%s", c, leases[c])
+		l := leases[c]
+		fmt.Fprintf(&b, " %s=%s#%d", c, l.gen, l.seq)
+		if l.proc != 0 {
+			fmt.Fprintf(&b, ",bound-to-%d", l.proc)
+		}
 	}
-	return state{gens: gens, leases: leases, key: b.String()}
+	if len(procs) > 0 {
+		b.WriteString(" |")
+	}
+	for _, p := range slices.Sorted(maps.Keys(procs)) {
+		r := procs[p]
+		fmt.Fprintf(&b, " proc-%d=%s#%d", p, r.clone, r.seq)
+		if r.deadline != 0 {
+			fmt.Fprintf(&b, ",gone-by-%d", r.deadline)
+		}
+	}
+	return state{gens: gens, leases: leases, procs: procs, key: b.String()}
 }
 
 func (s state) withGen(id store.GenerationID, g genRec) state {
@@ -235,32 +317,67 @@ func (s state) withGen(id store.GenerationID, g genRec) state {
 		gens = map[store.GenerationID]genRec{}
 	}
 	gens[id] = g
-	return newState(gens, s.leases)
+	return newState(gens, s.leases, s.procs)
 }
 
 func (s state) withoutGen(id store.GenerationID) state {
 	gens := maps.Clone(s.gens)
 	delete(gens, id)
-	return newState(gens, s.leases)
+	return newState(gens, s.leases, s.procs)
 }
 
-func (s state) withLease(clone string, gen store.GenerationID) state {
+func (s state) withLease(clone string, l leaseRec) state {
 	leases := maps.Clone(s.leases)
 	if leases == nil {
-		leases = map[string]store.GenerationID{}
+		leases = map[string]leaseRec{}
 	}
-	leases[clone] = gen
-	return newState(s.gens, leases)
+	leases[clone] = l
+	return newState(s.gens, leases, s.procs)
 }
 
-// withoutLease releases clone's lease; if that was the last lease of a
+// withoutLease ends clone's lease; if that was the last lease of a
 // retiring generation, the generation must be gone by ret.
 func (s state) withoutLease(clone string, ret int64) state {
-	gen := s.leases[clone]
+	gen := s.leases[clone].gen
 	leases := maps.Clone(s.leases)
 	delete(leases, clone)
-	n := newState(s.gens, leases)
+	n := newState(s.gens, leases, s.procs)
 	return n.drained(gen, ret)
+}
+
+func (s state) withProc(p int, r procRec) state {
+	procs := maps.Clone(s.procs)
+	if procs == nil {
+		procs = map[int]procRec{}
+	}
+	procs[p] = r
+	return newState(s.gens, s.leases, procs)
+}
+
+func (s state) withoutProc(p int) state {
+	if _, ok := s.procs[p]; !ok {
+		return s
+	}
+	procs := maps.Clone(s.procs)
+	delete(procs, p)
+	return newState(s.gens, s.leases, procs)
+}
+
+// alive reports whether process p runs.
+func (s state) alive(p int) bool {
+	_, ok := s.procs[p]
+	return ok
+}
+
+// carried reports whether a live process carries the launch ID of
+// clone's lease l.
+func (s state) carried(clone string, l leaseRec) bool {
+	for _, r := range s.procs {
+		if r.clone == clone && r.seq == l.seq {
+			return true
+		}
+	}
+	return false
 }
 
 // drained sets gen's deletion deadline to ret (or keeps an earlier one) if
@@ -277,8 +394,8 @@ func (s state) drained(gen store.GenerationID, ret int64) state {
 }
 
 func (s state) hasLeases(gen store.GenerationID) bool {
-	for _, g := range s.leases {
-		if g == gen {
+	for _, l := range s.leases {
+		if l.gen == gen {
 			return true
 		}
 	}
@@ -319,8 +436,8 @@ func (s state) names(dir Dir) []string {
 // clonesOn is what a listing of gen's leases/ shows.
 func (s state) clonesOn(gen store.GenerationID) []string {
 	var out []string
-	for c, g := range s.leases {
-		if g == gen {
+	for c, l := range s.leases {
+		if l.gen == gen {
 			out = append(out, c)
 		}
 	}
@@ -329,23 +446,32 @@ func (s state) clonesOn(gen store.GenerationID) []string {
 }
 
 // candidates are the states an operation called at call may see: the
-// generations whose deadline passed are gone; any other retiring
-// generation without leases may or may not be gone yet.
+// generations and processes whose deadline passed are gone; any other
+// retiring generation without leases, or process whose open failed, may
+// or may not be gone yet.
 func (s state) candidates(call int64) []state {
 	base := s
-	var pending []store.GenerationID
+	var pending []func(state) state
 	for _, id := range slices.Sorted(maps.Keys(s.gens)) {
 		switch d := s.gens[id].deadline; {
 		case d != 0 && d < call:
 			base = base.withoutGen(id)
 		case d != 0:
-			pending = append(pending, id)
+			pending = append(pending, func(c state) state { return c.withoutGen(id) })
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(s.procs)) {
+		switch d := s.procs[p].deadline; {
+		case d != 0 && d < call:
+			base = base.withoutProc(p)
+		case d != 0:
+			pending = append(pending, func(c state) state { return c.withoutProc(p) })
 		}
 	}
 	out := []state{base}
-	for _, id := range pending {
+	for _, gone := range pending {
 		for _, c := range out {
-			out = append(out, c.withoutGen(id))
+			out = append(out, gone(c))
 		}
 	}
 	return out
@@ -370,6 +496,10 @@ func (s state) apply(in Input, out Output) (state, bool) {
 	listed := exists && listedIn(in.Dir, g.state)
 	lease, leased := s.leases[in.Clone]
 	r := out.Result
+	if r == errESTALE && in.Op == OpBind {
+		// As below; the process exits before OpBind returns.
+		return s.withProc(in.Proc, procRec{clone: in.Clone, seq: in.Seq, deadline: out.Return}), !s.alive(in.Proc)
+	}
 	if r == errESTALE && in.Op != OpPublish {
 		// The kernel refused a lookup (see the package doc, Walks): the
 		// call never reached templatefs.
@@ -390,23 +520,75 @@ func (s state) apply(in Input, out Output) (state, bool) {
 		grantable := exists && g.state == store.Published && g.eligible
 		switch {
 		case r == errENOENT && !listed,
-			r == errEEXIST && leased && lease == in.Gen,
-			r == errEBUSY && leased && lease != in.Gen,
+			r == errEEXIST && leased && lease.gen == in.Gen,
+			r == errEBUSY && leased && lease.gen != in.Gen,
 			r == errEPERM && !leased && exists && !grantable:
 			return s, true
-		case r == ResultOK && !leased && grantable:
-			return s.withLease(in.Clone, in.Gen), true
+		case r == ResultOK && !leased && grantable && out.Seq != 0:
+			return s.withLease(in.Clone, leaseRec{gen: in.Gen, seq: out.Seq}), true
 		}
 
 	case OpRelease:
-		// Leases are never bound here, so a release removes at once.
-		mine := leased && (in.Dir == DirLeases || lease == in.Gen)
+		// store.ReleaseLease: a reserved lease only ends by cancel; a
+		// bound one once its process has exited.
+		mine := leased && (in.Dir == DirLeases || lease.gen == in.Gen)
 		switch {
-		case r == errENOENT && (!mine || in.Dir != DirLeases && !listed):
+		case r == errENOENT && (!mine || in.Dir != DirLeases && !listed),
+			r == errEBUSY && mine && (lease.proc == 0 || s.alive(lease.proc)):
 			return s, true
-		case r == ResultOK && mine:
+		case r == ResultOK && mine && lease.proc != 0 && !s.alive(lease.proc):
 			return s.withoutLease(in.Clone, out.Return), true
 		}
+
+	case OpCancel:
+		// store.CancelLease: a reserved lease no live process carries
+		// the launch ID of.
+		mine := leased && (in.Dir == DirLeases || lease.gen == in.Gen)
+		switch {
+		case r == errENOENT && (!mine || in.Dir != DirLeases && !listed),
+			r == errEBUSY && mine && (lease.proc != 0 || s.carried(in.Clone, lease)):
+			return s, true
+		case r == ResultOK && mine && lease.proc == 0 && !s.carried(in.Clone, lease):
+			return s.withoutLease(in.Clone, out.Return), true
+		}
+
+	case OpKill:
+		// store.KillLease: SIGKILL of the bound process, then the
+		// release; a reserved lease has no process.
+		switch {
+		case r == errENOENT && !leased,
+			r == errEBUSY && leased && lease.proc == 0:
+			return s, true
+		case r == ResultOK && leased && lease.proc != 0:
+			return s.withoutProc(lease.proc).withoutLease(in.Clone, out.Return), true
+		}
+
+	case OpBind:
+		// leasefs.FS.Open of a payload, store.BindLaunched: only the
+		// launch ID of a reserved lease on the opened generation binds.
+		if s.alive(in.Proc) {
+			return s, false // process numbers are never reused
+		}
+		match := leased && lease.seq == in.Seq && lease.gen == in.Gen && lease.proc == 0
+		grantable := exists && g.state == store.Published && g.eligible
+		carrier := procRec{clone: in.Clone, seq: in.Seq}
+		switch {
+		case r == ResultOK && listed && match && grantable:
+			lease.proc = in.Proc
+			return s.withLease(in.Clone, lease).withProc(in.Proc, carrier), true
+		case r == ResultOK && listed && !match:
+			return s.withProc(in.Proc, carrier), true
+		case r == errENOENT && !listed,
+			r == errEPERM && listed && match && !grantable:
+			// The process exits before OpBind returns.
+			carrier.deadline = out.Return
+			return s.withProc(in.Proc, carrier), true
+		}
+
+	case OpExit:
+		// The process ends; its lease (if it bound one) stays until rm
+		// or kill (exitNote).
+		return s.withoutProc(in.Proc), r == ResultOK
 
 	case OpTombstone:
 		// store.Tombstone is idempotent: a generation tombstoned or
@@ -478,7 +660,7 @@ func (s state) apply(in Input, out Output) (state, bool) {
 func Model() porcupine.Model {
 	nm := porcupine.NondeterministicModel{
 		Partition: Partition,
-		Init:      func() []any { return []any{newState(nil, nil)} },
+		Init:      func() []any { return []any{newState(nil, nil, nil)} },
 		Step: func(st, in, out any) []any {
 			return st.(state).step(in.(Input), out.(Output))
 		},

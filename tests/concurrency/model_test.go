@@ -29,12 +29,32 @@ func publish(call, ret int64, gen store.GenerationID, eligible bool) porcupine.O
 	return op(call, ret, Input{Op: OpPublish, Eligible: eligible}, Output{Result: ResultOK, Gen: gen})
 }
 
+// acquire is OpAcquire; a granted lease gets sequence number call.
 func acquire(call, ret int64, dir Dir, gen store.GenerationID, clone, result string) porcupine.Operation {
-	return op(call, ret, Input{Op: OpAcquire, Dir: dir, Gen: gen, Clone: clone}, Output{Result: result})
+	out := Output{Result: result}
+	if result == ResultOK {
+		out.Seq = uint64(call)
+	}
+	return op(call, ret, Input{Op: OpAcquire, Dir: dir, Gen: gen, Clone: clone}, out)
 }
 
 func release(call, ret int64, clone, result string) porcupine.Operation {
 	return op(call, ret, Input{Op: OpRelease, Dir: DirLeases, Clone: clone}, Output{Result: result})
+}
+
+// command is OpCancel or OpKill written to leases/<clone>.
+func command(call, ret int64, o Op, clone, result string) porcupine.Operation {
+	return op(call, ret, Input{Op: o, Dir: DirLeases, Clone: clone}, Output{Result: result})
+}
+
+// bind is OpBind: process proc, carrying the launch ID of clone's lease
+// of sequence seq, opens a payload of <dir>/<gen>.
+func bind(call, ret int64, proc int, dir Dir, gen store.GenerationID, clone string, seq uint64, result string) porcupine.Operation {
+	return op(call, ret, Input{Op: OpBind, Dir: dir, Gen: gen, Clone: clone, Seq: seq, Proc: proc}, Output{Result: result})
+}
+
+func exit(call, ret int64, proc int) porcupine.Operation {
+	return op(call, ret, Input{Op: OpExit, Proc: proc}, Output{Result: ResultOK})
 }
 
 func tombstone(call, ret int64, gen store.GenerationID, result string) porcupine.Operation {
@@ -111,15 +131,86 @@ func TestModel(t *testing.T) {
 			publish(2, 3, g2, false),
 			acquire(4, 5, DirGenerations, g2, "c0", ResultOK),
 		}, porcupine.Illegal},
-		{"lease released twice", []porcupine.Operation{
+		{"lease cancelled twice", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			command(4, 5, OpCancel, "c0", ResultOK),
+			command(6, 7, OpCancel, "c0", ResultOK),
+		}, porcupine.Illegal},
+		{"concurrent cancels, one finds nothing", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			command(4, 8, OpCancel, "c0", ResultOK),
+			client(1, command(5, 6, OpCancel, "c0", errENOENT)),
+		}, porcupine.Ok},
+		{"rm and kill of a reserved lease refused", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			release(4, 5, "c0", errEBUSY),
+			command(6, 7, OpKill, "c0", errEBUSY),
+			op(8, 9, Input{Op: OpListLeases, Dir: DirGenerations, Gen: g1}, Output{Result: ResultOK, Names: []string{"c0"}}),
+		}, porcupine.Ok},
+		{"rm ends a reserved lease", []porcupine.Operation{
 			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
 			release(4, 5, "c0", ResultOK),
+		}, porcupine.Illegal},
+		{"open with the launch ID binds; rm refused until the process ends", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			bind(4, 5, 1, DirGenerations, g1, "c0", 2, ResultOK),
+			release(6, 7, "c0", errEBUSY),
+			command(8, 9, OpCancel, "c0", errEBUSY),
+			exit(10, 11, 1),
+			release(12, 13, "c0", ResultOK),
+		}, porcupine.Ok},
+		{"bound lease released while its process runs", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			bind(4, 5, 1, DirGenerations, g1, "c0", 2, ResultOK),
 			release(6, 7, "c0", ResultOK),
 		}, porcupine.Illegal},
-		{"concurrent releases, one finds nothing", []porcupine.Operation{
+		{"kill of a bound lease ends process and lease", []porcupine.Operation{
 			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
-			release(4, 8, "c0", ResultOK),
-			client(1, release(5, 6, "c0", errENOENT)),
+			bind(4, 5, 1, DirGenerations, g1, "c0", 2, ResultOK),
+			command(6, 7, OpKill, "c0", ResultOK),
+			release(8, 9, "c0", errENOENT),
+			exit(10, 11, 1),
+		}, porcupine.Ok},
+		{"cancel refused while a process carries the launch ID", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			tombstone(4, 5, g1, ResultOK),
+			bind(6, 7, 1, DirTombstones, g1, "c0", 2, errEPERM),
+			command(8, 9, OpCancel, "c0", ResultOK),
+		}, porcupine.Ok},
+		{"cancel while the refused opener still runs", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			tombstone(4, 5, g1, ResultOK),
+			bind(6, 10, 1, DirTombstones, g1, "c0", 2, errEPERM),
+			client(1, command(7, 8, OpCancel, "c0", errEBUSY)),
+			command(11, 12, OpCancel, "c0", ResultOK),
+		}, porcupine.Ok},
+		{"cancel refused after the refused opener exited", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			tombstone(4, 5, g1, ResultOK),
+			bind(6, 7, 1, DirTombstones, g1, "c0", 2, errEPERM),
+			command(8, 9, OpCancel, "c0", errEBUSY),
+		}, porcupine.Illegal},
+		{"open of a tombstoned generation binds", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			tombstone(4, 5, g1, ResultOK),
+			bind(6, 7, 1, DirTombstones, g1, "c0", 2, ResultOK),
+		}, porcupine.Illegal},
+		{"stale launch ID binds nothing", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			command(4, 5, OpCancel, "c0", ResultOK),
+			acquire(6, 7, DirGenerations, g1, "c0", ResultOK),
+			bind(8, 9, 1, DirGenerations, g1, "c0", 2, ResultOK),
+			command(10, 11, OpKill, "c0", errEBUSY),
+			exit(12, 13, 1),
+			command(14, 15, OpCancel, "c0", ResultOK),
+		}, porcupine.Ok},
+		{"process carrying a live lease's launch ID blocks cancel", []porcupine.Operation{
+			publish(2, 3, g2, true),
+			acquire(4, 5, DirGenerations, g1, "c0", ResultOK),
+			bind(6, 7, 1, DirGenerations, g2, "c0", 4, ResultOK), // another generation: no bind
+			command(8, 9, OpCancel, "c0", errEBUSY),
+			exit(10, 11, 1),
+			command(12, 13, OpCancel, "c0", ResultOK),
 		}, porcupine.Ok},
 		{"retire of a published generation refused", []porcupine.Operation{
 			transition(2, 3, OpRetire, DirGenerations, g1, false, errEPERM),
@@ -147,7 +238,8 @@ func TestModel(t *testing.T) {
 			acquire(12, 13, DirRetiring, g1, "c1", errEPERM),
 			transition(14, 15, OpRetire, DirRetiring, g1, false, errEBUSY),
 			transition(16, 17, OpRetire, DirRetiring, g1, true, ResultOK),
-			release(18, 19, "c0", ResultOK),
+			release(18, 19, "c0", errEBUSY),
+			command(18, 19, OpCancel, "c0", ResultOK),
 			list(20, 21, DirRetiring),
 			transition(22, 23, OpLift, DirRetiring, g1, true, errENOENT),
 		}, porcupine.Ok},
@@ -161,14 +253,14 @@ func TestModel(t *testing.T) {
 			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
 			tombstone(4, 5, g1, ResultOK),
 			transition(6, 7, OpRetire, DirTombstones, g1, false, ResultOK),
-			release(8, 9, "c0", ResultOK),
+			command(8, 9, OpCancel, "c0", ResultOK),
 			transition(10, 11, OpRetire, DirRetiring, g1, false, errEBUSY),
 		}, porcupine.Illegal},
 		{"last lease released, generation still listed after", []porcupine.Operation{
 			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
 			tombstone(4, 5, g1, ResultOK),
 			transition(6, 7, OpRetire, DirTombstones, g1, false, ResultOK),
-			release(14, 15, "c0", ResultOK),
+			command(14, 15, OpCancel, "c0", ResultOK),
 			list(16, 17, DirRetiring, "g000001"),
 		}, porcupine.Illegal},
 		{"lifted generation grants leases again", []porcupine.Operation{
@@ -230,11 +322,11 @@ func TestPartition(t *testing.T) {
 	}
 	want := []string{
 		"publish: store.Publish -> OK g000001 (eligible)\n" +
-			"acquire: create generations/g000001/leases/k0-c0 -> OK\n" +
+			"acquire: create generations/g000001/leases/k0-c0 -> OK seq 2\n" +
 			"list: readdir generations/ -> OK [g000001 g000003]\n" +
 			"list: readdir leases/ -> OK [k0-c0 stray]\n",
 		"publish: store.Publish -> OK g000002 (eligible)\n" +
-			"acquire: create generations/g000002/leases/k1-c0 -> OK\n" +
+			"acquire: create generations/g000002/leases/k1-c0 -> OK seq 2\n" +
 			"list: readdir generations/ -> OK [g000002 g000003]\n" +
 			"list: readdir leases/ -> OK [k1-c0 stray]\n",
 	}

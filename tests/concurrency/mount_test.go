@@ -116,6 +116,12 @@ func (tr *tracker) published(group int, gen store.GenerationID) {
 	tr.gens[group] = append(tr.gens[group], gen)
 }
 
+func (tr *tracker) isRetiring(gen store.GenerationID) bool {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.retiring[gen]
+}
+
 func (tr *tracker) retire(gen store.GenerationID) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
@@ -172,6 +178,7 @@ type env struct {
 	captures map[bool]string // by eligibility
 	rec      *Recorder
 	track    *tracker
+	leases   *leases // launch_test.go
 }
 
 func newEnv(t *testing.T) *env {
@@ -200,7 +207,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, st: st, class: templatekey.SampleClass(), captures: map[bool]string{}, rec: NewRecorder(),
-		track: &tracker{retiring: map[store.GenerationID]bool{}}}
+		track: &tracker{retiring: map[store.GenerationID]bool{}}, leases: &leases{m: map[string]leaseInfo{}}}
 	for eligible, mono := range map[bool]uint64{true: hostMonotonic - uint64(time.Second), false: hostMonotonic + uint64(time.Hour)} {
 		e.captures[eligible] = capturetest.Make(t, dir, manifest.SampleOptions{
 			StateSizeBytes: 4096, MemorySizeBytes: 1 << 20, CaptureUTC: now,
@@ -255,11 +262,11 @@ func (e *env) perform(in Input) Output {
 	case in.Ctl:
 		err = writeFile(filepath.Join(gen, "ctl"), in.Op.String()+"\n")
 	case in.Op == OpAcquire:
-		var fd int
-		fd, err = unix.Open(filepath.Join(gen, "leases", in.Clone), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
-		if err == nil {
-			err = unix.Close(fd)
-		}
+		return e.acquire(in, filepath.Join(gen, "leases", in.Clone))
+	case (in.Op == OpCancel || in.Op == OpKill) && in.Dir == DirLeases:
+		err = writeFile(e.path("leases", in.Clone), in.Op.String()+"\n")
+	case in.Op == OpCancel || in.Op == OpKill:
+		err = writeFile(filepath.Join(gen, "leases", in.Clone), in.Op.String()+"\n")
 	case in.Op == OpRelease && in.Dir == DirLeases:
 		err = unix.Unlink(e.path("leases", in.Clone))
 	case in.Op == OpRelease:
@@ -360,12 +367,19 @@ func (e *env) step(client int, rng *rand.Rand) {
 		}
 	case live < maxLive && n < 8:
 		in = Input{Op: OpPublish, Group: group, Eligible: rng.IntN(5) > 0}
-	case n < 30:
+	case n < 26:
 		in.Op, in.Ctl = OpAcquire, false
-	case n < 42:
+	case n < 32:
 		in.Op, in.Dir, in.Ctl = OpRelease, DirLeases, false
-	case n < 46:
+	case n < 34:
 		in.Op, in.Ctl = OpRelease, false
+	case n < 38:
+		in.Op, in.Ctl = OpCancel, false
+		if rng.IntN(2) == 0 {
+			in.Dir = DirLeases
+		}
+	case n < 40:
+		in.Op, in.Dir, in.Ctl = OpKill, DirLeases, false
 	case n < 54:
 		in.Op = OpTombstone
 		if !in.Ctl {
@@ -407,8 +421,8 @@ func (e *env) finalReads(client int) {
 	}
 }
 
-// TestConcurrentTree runs clients creating, releasing, tombstoning,
-// lifting and retiring through the mount at once, records every operation
+// TestConcurrentTree runs clients creating, releasing, cancelling,
+// killing, tombstoning, lifting and retiring through the mount at once, records every operation
 // and checks the history against Model (fuse-and-store-notes.md §E4).
 func TestConcurrentTree(t *testing.T) {
 	duration := envDurationOr(t, envDuration, 3*time.Second)
@@ -441,6 +455,8 @@ func TestConcurrentTree(t *testing.T) {
 	// rarely on a loaded machine: a leased generation is retired, so rmdir
 	// of retiring/<gen> (EBUSY) and lifting it (EPERM) are refused until
 	// its lease is released.
+	// Then rm of the reserved lease is refused (EBUSY), and cancel ends
+	// it.
 	clone := "k0-c0"
 	for _, in := range []Input{
 		{Op: OpAcquire, Dir: DirGenerations, Clone: clone},
@@ -449,6 +465,7 @@ func TestConcurrentTree(t *testing.T) {
 		{Op: OpRetire, Dir: DirRetiring},
 		{Op: OpLift, Dir: DirRetiring},
 		{Op: OpRelease, Dir: DirLeases, Clone: clone},
+		{Op: OpCancel, Dir: DirLeases, Clone: clone},
 	} {
 		in.Group, in.Gen = 0, first
 		e.do(setup, in)
@@ -564,7 +581,9 @@ var coverage = []struct {
 	{OpAcquire, errEEXIST},
 	{OpAcquire, errEBUSY},
 	{OpAcquire, errEPERM},
-	{OpRelease, ResultOK},
+	{OpRelease, errEBUSY}, // leases are never bound here: rm ends none (OpBind is checked in model_test.go)
+	{OpCancel, ResultOK},
+	{OpKill, errEBUSY},
 	{OpTombstone, ResultOK},
 	{OpLift, ResultOK},
 	{OpLift, errnoRetiring},

@@ -113,10 +113,10 @@ func testCommandLines(t *testing.T, b Backend) {
 	}
 	e.wantListed("retiring", "g000001")
 
-	// kill without newline, at close, runs once: a second run would find
-	// the lease gone and fail close with ENOENT.
-	if err := e.rawWrites("leases/c1", "\n", "kill"); err != nil {
-		t.Fatalf("kill at close: %v", err)
+	// cancel without newline, at close, runs once: a second run would
+	// find the lease gone and fail close with ENOENT.
+	if err := e.rawWrites("leases/c1", "\n", "cancel"); err != nil {
+		t.Fatalf("cancel at close: %v", err)
 	}
 	e.wantGone("leases/c1")
 	e.wantGone("retiring/g000001")

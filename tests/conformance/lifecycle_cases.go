@@ -217,7 +217,7 @@ func testCtl(t *testing.T, b Backend) {
 	if status := e.read("retiring/g000001/status"); !strings.HasPrefix(status, "state: retiring\n") || !strings.Contains(status, "generation is retiring") {
 		t.Errorf("retiring status:\n%s", status)
 	}
-	if err := os.Remove(e.path("retiring/g000001/leases/c1")); err != nil {
+	if err := e.writeCmd("retiring/g000001/leases/c1", "cancel\n"); err != nil {
 		t.Fatal(err)
 	}
 	e.wantGone("retiring/g000001")
@@ -268,8 +268,9 @@ func testRetire(t *testing.T, b Backend) {
 	wantErrno(t, "rmdir a retiring generation", syscall.Rmdir(e.path("retiring/g000001")), syscall.EBUSY)
 	wantErrno(t, "lift a retiring generation", os.Rename(e.path("retiring/g000001"), e.path("generations/g000001")), syscall.EPERM)
 
-	if err := os.Remove(e.path("leases/c1")); err != nil {
-		t.Fatalf("release the last lease: %v", err)
+	wantErrno(t, "rm of the last lease, reserved", os.Remove(e.path("leases/c1")), syscall.EBUSY)
+	if err := e.writeCmd("leases/c1", "cancel\n"); err != nil {
+		t.Fatalf("cancel the last lease: %v", err)
 	}
 	e.wantGone("retiring/g000001")
 	if _, err := e.st.Generation(e.gens[0].ID); !errors.Is(err, store.ErrNotFound) {
@@ -339,7 +340,7 @@ func testKeyLeases(t *testing.T, b Backend) {
 	if err := create(e, dir+"/c1"); err != nil {
 		t.Errorf("create of an existing lease of the key (a retry): %v", err)
 	}
-	if err := os.Remove(e.path(dir + "/k1")); err != nil {
+	if err := e.writeCmd(dir+"/k1", "cancel\n"); err != nil {
 		t.Fatal(err)
 	}
 	e.wantGone("leases/k1")

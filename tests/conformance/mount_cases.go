@@ -273,8 +273,9 @@ func testLeases(t *testing.T, b Backend) {
 	}
 
 	for _, rel := range []string{"leases/new", "generations/g000001/leases/c1"} {
-		if err := os.Remove(e.path(rel)); err != nil {
-			t.Fatalf("rm %s: %v", rel, err)
+		wantErrno(t, "rm of a reserved lease", os.Remove(e.path(rel)), syscall.EBUSY)
+		if err := e.writeCmd(rel, "cancel\n"); err != nil {
+			t.Fatalf("cancel %s: %v", rel, err)
 		}
 	}
 	for _, rel := range []string{"leases/new", "generations/g000001/leases/new", "leases/c1", "generations/g000001/leases/c1"} {
@@ -391,8 +392,8 @@ func testParallel(t *testing.T, b Backend) {
 				errs <- err
 			}
 			if i%2 == 0 {
-				if err := os.Remove(e.path(rel)); err != nil {
-					errs <- fmt.Errorf("rm %s: %w", clone, err)
+				if err := e.writeCmd(rel, "cancel\n"); err != nil {
+					errs <- fmt.Errorf("cancel %s: %w", clone, err)
 				}
 			}
 		}()

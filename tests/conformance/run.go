@@ -37,6 +37,8 @@ var cases = []struct {
 	{"Incoming", testIncoming},
 	{"IncomingOtherUser", testIncomingOtherUser},
 	{"Events", testEvents},
+	{"LaunchBind", testLaunchBind},
+	{"ReservedLeaseStays", testReservedLeaseStays},
 }
 
 // Run runs every case against b, each as a subtest with its own store

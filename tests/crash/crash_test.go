@@ -96,6 +96,13 @@ func scenarios() []scenario {
 			mountOp("rm", path)(t, f, fp)
 		}
 	}
+	// cancel ends a reserved lease, the only way one ends.
+	cancel := func(clone, path string) func(t *testing.T, f *fixture, fp string) {
+		return func(t *testing.T, f *fixture, fp string) {
+			f.released[clone] = true
+			mountOp(write("cancel", path)...)(t, f, fp)
+		}
+	}
 	newLease := func(t *testing.T, f *fixture, v *view) {
 		// Committed before the kill, so durable although never
 		// acknowledged.
@@ -208,12 +215,12 @@ func scenarios() []scenario {
 			// The release of the last lease of a retiring generation
 			// deletes it; the daemon dies between record and payload.
 			name: "retire-record-deleted", via: viaMount, setup: retiringG2,
-			op:     release("last", "MNT/retiring/"+g2+"/leases/last"),
+			op:     cancel("last", "MNT/retiring/"+g2+"/leases/last"),
 			before: []string{store.ProblemPayloadOrphaned}, check: releasedRetired,
 		},
 		{
 			name: "retire-payload-deleted", via: viaMount, setup: retiringG2,
-			op: release("last", "MNT/retiring/"+g2+"/leases/last"), check: releasedRetired,
+			op: cancel("last", "MNT/retiring/"+g2+"/leases/last"), check: releasedRetired,
 		},
 		{
 			name: "settings-committed", via: viaCLI,
@@ -274,11 +281,6 @@ func scenarios() []scenario {
 			},
 		},
 		{
-			name: "release-committed/reserved", via: viaMount,
-			op:    release("held", "MNT/leases/held"),
-			check: func(t *testing.T, f *fixture, v *view) { wantNoLease(t, v, "held") },
-		},
-		{
 			// Killed, verified gone, deleted: the two-step release of a
 			// bound lease.
 			name: "release-committed/bound", via: viaMount, setup: bindLive,
@@ -312,6 +314,7 @@ func scenarios() []scenario {
 	}...)
 	rows = append(rows, exitScenarios()...)
 	rows = append(rows, incomingScenarios()...)
+	rows = append(rows, launchScenarios(mountOp, cancel)...)
 	for i := range rows {
 		rows[i].failpoint, _, _ = strings.Cut(rows[i].name, "/")
 	}

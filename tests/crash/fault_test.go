@@ -48,7 +48,20 @@ func TestFaultsThroughMount(t *testing.T) {
 		{spec: "tombstone-commit:ENOSPC", op: []string{"mv", "MNT/generations/" + g1, "MNT/tombstones/"}, strerr: noSpace},
 		{
 			spec: "release-begin-commit:ENOSPC", op: []string{"rm", "MNT/leases/held"}, strerr: noSpace,
-			setup: func(t *testing.T, f *fixture) { f.released["held"] = true }, // by the rm after the restart
+			setup: func(t *testing.T, f *fixture) {
+				f.bindExited(t, "held")
+				f.released["held"] = true // by the rm after the restart
+			},
+		},
+		{
+			spec: "cancel-commit:ENOSPC", op: echo("cancel", "MNT/leases/held"), strerr: noSpace,
+			setup: func(t *testing.T, f *fixture) { f.released["held"] = true }, // by the cancel after the restart
+		},
+		{
+			// A process carrying held's launch ID opens a payload: the
+			// bind fails, so does the open.
+			spec: "autobind-commit:EIO", op: launchedCat(), strerr: ioError,
+			setup: func(t *testing.T, f *fixture) { f.readLaunch(t) },
 		},
 		{
 			spec: "bind-commit:EIO", op: echo("pid {pid}", "MNT/leases/held"), strerr: ioError,

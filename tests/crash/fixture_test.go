@@ -44,6 +44,9 @@ type fixture struct {
 	released map[string]bool
 	// proc is a process a scenario binds a lease to (sleeper).
 	proc *exec.Cmd
+	// launch is the launch ID of "held", once a scenario read it
+	// (readLaunch).
+	launch string
 	// sample and scratch are captures the scenario may publish; key is
 	// the sample capture's key ID.
 	sample, scratch, class, key string
@@ -116,8 +119,8 @@ func (f *fixture) publish(t *testing.T, capture string) string {
 }
 
 // expand replaces, in each argument of op, a leading "MNT/" with the
-// mountpoint, "{key}" with the sample capture's key ID and "{pid}" with
-// the pid of f.proc.
+// mountpoint, "{key}" with the sample capture's key ID, "{pid}" with
+// the pid of f.proc and "{launch}" with f.launch.
 func (f *fixture) expand(op []string) []string {
 	out := make([]string, len(op))
 	for i, a := range op {
@@ -125,6 +128,7 @@ func (f *fixture) expand(op []string) []string {
 			a = f.path(rel)
 		}
 		a = strings.ReplaceAll(a, "{key}", f.key)
+		a = strings.ReplaceAll(a, "{launch}", f.launch)
 		if f.proc != nil {
 			a = strings.ReplaceAll(a, "{pid}", strconv.Itoa(f.proc.Process.Pid))
 		}
@@ -215,6 +219,7 @@ func (f *fixture) storeEntries(t *testing.T) (payload, staging []string) {
 // read.
 type leaseFile struct {
 	CloneID    string `json:"clone_id"`
+	LaunchID   string `json:"launch_id"`
 	Generation string `json:"store_generation"`
 	State      string `json:"state"`
 	Process    *struct {
