@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -39,9 +40,11 @@ func (s *Store) endPublication(id GenerationID) {
 // abandoned reports whether the entry name of payload/ or staging/ (sub)
 // belongs to no publication: its name is no generation ID, or no
 // publication of that ID is in progress and, for payload/, no record of
-// it exists now. The in-progress mark is read before the record, and
-// Publish clears it only after committing, so a publication finishing
-// meanwhile is seen.
+// it exists now, for staging/, the entry still exists (a publication
+// that finished since the listing renamed it away). The in-progress mark
+// is read first, and Publish clears it only after committing (after
+// renaming staging/<gen> away, or removing it), so a publication finishing
+// meanwhile is seen; IDs are never reused, so no new one can start.
 func (s *Store) abandoned(sub, name string) (bool, error) {
 	id, err := ParseGenerationID(name)
 	if err != nil {
@@ -50,8 +53,15 @@ func (s *Store) abandoned(sub, name string) (bool, error) {
 	s.pubMu.Lock()
 	busy := s.publishing[id]
 	s.pubMu.Unlock()
-	if busy || sub == StagingDir {
-		return !busy, nil
+	if busy {
+		return false, nil
+	}
+	if sub == StagingDir {
+		_, err := os.Lstat(filepath.Join(s.dir, StagingDir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return true, err
 	}
 	var known bool
 	err = s.db.View(func(tx *bolt.Tx) error {

@@ -29,13 +29,17 @@ func Call(dir string, req Request, stdout, stderr io.Writer, progress func(Progr
 	}
 	defer conn.Close()
 	req.Version = Version
-	if err := json.NewEncoder(conn).Encode(req); err != nil {
-		return 0, fmt.Errorf("control socket %s: send the request: %w", path, err)
-	}
+	// A daemon that refuses the peer answers before it reads the request
+	// and closes: the send may then fail (EPIPE) while its refusal waits
+	// to be read, so replies are read either way.
+	sendErr := json.NewEncoder(conn).Encode(req)
 	dec := json.NewDecoder(bufio.NewReader(conn))
 	for {
 		var r Reply
 		if err := dec.Decode(&r); err != nil {
+			if sendErr != nil {
+				return 0, fmt.Errorf("control socket %s: send the request: %w", path, sendErr)
+			}
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 				return 0, fmt.Errorf("control socket %s: the daemon closed the connection before the operation finished (did it die? see its log)", path)
 			}
