@@ -7,10 +7,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// errUnchanged rolls back an Update that found nothing to write, so a
-// retried call does not pay for a commit.
-var errUnchanged = errors.New("unchanged")
-
 // AcquireLease grants clone cloneID a lease on generation gen in one bbolt
 // transaction: it checks that the generation exists, is published and is
 // eligible (Eligibility, from host facts read just before the
@@ -188,53 +184,4 @@ func refusal(p ProcessIdentity, verdict ExitVerdict) error {
 		return fmt.Errorf("%v: %w", p, ErrProcessUninspectable)
 	}
 	return fmt.Errorf("%v: %w", p, ErrProcessAlive)
-}
-
-// Tombstone quarantines generation gen: in one transaction it sets the
-// state to Tombstoned and records the time and the caller's uid. New
-// leases are refused from then on; granted leases keep working. It is
-// idempotent: tombstoning a tombstoned or retiring generation returns its
-// record unchanged. Errors: ErrNotFound.
-func (s *Store) Tombstone(gen GenerationID, uid uint32) (Generation, error) {
-	g, changed, err := s.changeGeneration(faultTombstoneCommit, gen, func(g *Generation) error {
-		if g.State != Published {
-			return errUnchanged
-		}
-		g.State = Tombstoned
-		g.Tombstone = &Tombstone{At: s.now().UTC(), UID: uid}
-		return nil
-	})
-	if changed {
-		failpoint("tombstone-committed")
-		s.log.Info("generation tombstoned", "generation", gen.String(), "uid", uid)
-		s.emit(Event{Kind: EventTombstoned, Generation: gen, KeyID: g.KeyID})
-	}
-	return g, err
-}
-
-// changeGeneration applies change to generation gen's record in one
-// transaction and commits the result. change returns errUnchanged to keep
-// the record as it is (nothing is written; changed is false) or another
-// error to refuse (nothing is written; that error is returned). On success
-// or errUnchanged it returns the record as stored. Errors: ErrNotFound,
-// change's own, a failed commit's (at error point p).
-func (s *Store) changeGeneration(p faultPoint, gen GenerationID, change func(*Generation) error) (g Generation, changed bool, err error) {
-	err = s.update(p, func(tx *bolt.Tx) error {
-		var err error
-		if g, err = getGeneration(tx, gen); err != nil {
-			return err
-		}
-		if err := change(&g); err != nil {
-			return err
-		}
-		g.StateChangedAt = s.now().UTC()
-		return putJSON(tx.Bucket(bucketGenerations), genKey(gen), g)
-	})
-	switch {
-	case errors.Is(err, errUnchanged):
-		return g, false, nil
-	case err != nil:
-		return Generation{}, false, err
-	}
-	return g, true, nil
 }
