@@ -3,73 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
-
-	bolt "go.etcd.io/bbolt"
 )
-
-// AcquireLease grants clone cloneID a lease on generation gen in one bbolt
-// transaction: it checks that the generation exists, is published and is
-// eligible (Eligibility, from host facts read just before the
-// transaction), assigns the next fencing sequence number and a random
-// 16-byte launch ID, and commits the record in state Reserved before
-// returning. created reports whether this call made the lease: a retry
-// with the same clone ID and generation returns the existing lease
-// unchanged (created false), even if the generation has since been
-// tombstoned or become ineligible. Errors: ErrInvalidID (clone ID, see
-// ValidateCloneID), ErrNotFound (generation), ErrLeaseConflict (the clone
-// holds a lease on another generation), ErrTombstoned, ErrRetiring,
-// ErrIneligible (the message gives the reason), the host's read error.
-//
-// The transaction is a group commit shared with concurrent acquisitions
-// (groupCommitter): it returns once its own record is durable.
-func (s *Store) AcquireLease(gen GenerationID, cloneID string) (lease Lease, created bool, err error) {
-	return s.acquireLease(gen, cloneID, s.commits.update)
-}
-
-// acquireLease is AcquireLease committing through update: the group
-// committer, or bolt.DB.Update as the serial baseline benchmarks compare
-// it with.
-func (s *Store) acquireLease(gen GenerationID, cloneID string, update func(func(*bolt.Tx) error) error) (lease Lease, created bool, err error) {
-	if err := ValidateCloneID(cloneID); err != nil {
-		return Lease{}, false, err
-	}
-	launch, err := newLaunchID()
-	if err != nil {
-		return Lease{}, false, err
-	}
-	facts, factsErr := s.host.Facts()
-	err = update(func(tx *bolt.Tx) error {
-		found, err := getJSON(tx.Bucket(bucketLeases), []byte(cloneID), &lease)
-		if err != nil {
-			return err
-		}
-		if found {
-			if lease.Generation != gen {
-				return fmt.Errorf("lease %q is on generation %s, not %s: %w", cloneID, lease.Generation, gen, ErrLeaseConflict)
-			}
-			return errUnchanged
-		}
-		g, err := getGeneration(tx, gen)
-		if err != nil {
-			return err
-		}
-		if err := checkEligible(tx, g, facts, factsErr); err != nil {
-			return fmt.Errorf("lease %q: %w", cloneID, err)
-		}
-		lease, err = s.grantLease(tx, g, cloneID, launch)
-		return err
-	})
-	switch {
-	case errors.Is(err, errUnchanged):
-		return lease, false, nil
-	case err != nil:
-		return Lease{}, false, err
-	}
-	failpoint("lease-committed")
-	s.log.Info("lease acquired", "clone", cloneID, "generation", gen.String(), "seq", lease.Seq)
-	s.emit(Event{Kind: EventLeaseCreated, Generation: gen, KeyID: lease.KeyID, CloneID: cloneID, LeaseSeq: lease.Seq})
-	return lease, true, nil
-}
 
 // ReleaseLease removes the lease of cloneID once its clone has verifiably
 // exited; a lease never expires by timeout. A Reserved lease is refused
