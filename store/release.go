@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // ReleaseLease removes the lease of cloneID once its clone has verifiably
@@ -91,11 +93,12 @@ func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 // can change between the answer and a release; the release checks again.
 func (s *Store) CheckRelease(cloneID string, seq uint64) error {
 	l, err := s.Lease(cloneID)
+	if err == nil {
+		err = l.sameSeq(seq)
+	}
 	switch {
 	case err != nil:
 		return err
-	case seq != 0 && l.Seq != seq:
-		return fmt.Errorf("lease %q has sequence %d, not %d (released and acquired again): %w", cloneID, l.Seq, seq, ErrNotFound)
 	case l.State == Reserved:
 		return reservedRefusal(cloneID)
 	case l.State == Exited || l.Process == nil:
@@ -118,4 +121,54 @@ func refusal(p ProcessIdentity, verdict ExitVerdict) error {
 		return fmt.Errorf("%v: %w", p, ErrProcessUninspectable)
 	}
 	return fmt.Errorf("%v: %w", p, ErrProcessAlive)
+}
+
+// beginRelease is ReleaseLease's first transaction. A Reserved lease is
+// refused (ErrLeaseReserved: only CancelLease ends it). An Exited lease is
+// deleted there (released is true). Any other is durably marked Releasing
+// before its process is checked; prior is the state to restore if the
+// check keeps the lease (Releasing itself restores to Bound).
+func (s *Store) beginRelease(cloneID string, seq uint64) (lease Lease, prior LeaseState, released bool, err error) {
+	err = s.update(faultReleaseBegin, func(tx *bolt.Tx) error {
+		var err error
+		if lease, err = readLeaseTx(tx, cloneID); err != nil {
+			return err
+		}
+		if err := lease.sameSeq(seq); err != nil {
+			return err
+		}
+		if lease.State == Reserved {
+			return reservedRefusal(cloneID)
+		}
+		if lease.Process == nil {
+			return fmt.Errorf("lease %q: state %s without a process record", cloneID, lease.State)
+		}
+		if lease.State == Exited {
+			released = true
+			return s.deleteLeaseRecord(tx, lease)
+		}
+		prior = lease.State
+		if prior == Releasing {
+			prior = Bound
+			return errUnchanged
+		}
+		lease.State, lease.UpdatedAt = Releasing, s.now().UTC()
+		return putJSON(tx.Bucket(bucketLeases), []byte(cloneID), lease)
+	})
+	if errors.Is(err, errUnchanged) {
+		err = nil
+	}
+	return lease, prior, released, err
+}
+
+// reservedRefusal is the error of a release of cloneID's Reserved lease.
+func reservedRefusal(cloneID string) error {
+	return fmt.Errorf("lease %q was never bound (write cancel to end it): %w", cloneID, ErrLeaseReserved)
+}
+
+// finishRelease deletes the lease checked by ReleaseLease. If the record
+// is gone or is another lease (another Seq), a concurrent release already
+// removed the checked one: nothing to do.
+func (s *Store) finishRelease(checked Lease) error {
+	return s.changeSameLease(faultReleaseFinish, checked, s.deleteLeaseRecord)
 }
