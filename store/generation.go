@@ -193,12 +193,7 @@ func (s *Store) removePayload(name string) error {
 func (s *Store) resumeRetirements() error {
 	var pending []GenerationID
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketGenerations)
-		return b.ForEach(func(k, _ []byte) error {
-			var g Generation
-			if _, err := getJSON(b, k, &g); err != nil {
-				return err
-			}
+		return forEachGeneration(tx, func(g Generation) error {
 			if g.State == Retiring && !hasLeases(tx, g.ID) {
 				pending = append(pending, g.ID)
 			}
