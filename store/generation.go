@@ -9,19 +9,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Retiring: a tombstoned generation whose retirement intent is recorded.
-// It gets no new leases and cannot be lifted; its payload stays readable
-// until its last lease is released or Exited, then it is deleted. Its
-// Exited leases stay, naming it, until each is released.
-const Retiring GenerationState = "retiring"
-
-// RetirementIntent records who asked for a generation's retirement and
-// when. It is the durable source of truth for the deletion that follows.
-type RetirementIntent struct {
-	At  time.Time `json:"at"`
-	UID uint32    `json:"uid"` // the caller's user ID
-}
-
 // Tombstone quarantines generation gen: in one transaction it sets the
 // state to Tombstoned and records the time and the caller's uid. New
 // leases are refused from then on; granted leases keep working. It is
