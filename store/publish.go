@@ -122,12 +122,8 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, opts Publis
 		}
 	}
 
-	var id GenerationID
-	if err := s.update(faultPublishReserve, func(tx *bolt.Tx) error {
-		n, err := tx.Bucket(bucketGenerations).NextSequence()
-		id = GenerationID(n)
-		return err
-	}); err != nil {
+	id, err := s.reservePublicationID()
+	if err != nil {
 		return Generation{}, false, fmt.Errorf("publish %s: reserve publication ID: %w", captureDir, err)
 	}
 	s.beginPublication(id)
