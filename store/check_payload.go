@@ -122,16 +122,14 @@ func (s *Store) checkDigests(c *checker, jobs []digestJob, progress Progress) er
 	for _, j := range jobs {
 		total += j.want.Size
 	}
-	counter := newProgress(progress, total)
+	counter := s.newProgress(progress, total)
 	for _, j := range jobs {
-		var before int64
-		if counter != nil {
-			before = counter.done
-		}
+		before := counter.done
 		sum, err := s.payloadSHA256(j.gen, j.want.Name, counter)
-		if counter != nil { // a short or missing file still counts as done
-			counter.add(before + j.want.Size - counter.done)
+		if errors.Is(err, ErrInterrupted) {
+			return err
 		}
+		counter.add(before + j.want.Size - counter.done) // a short or missing file still counts as done
 		if errors.Is(err, os.ErrNotExist) {
 			if _, gerr := s.Generation(j.gen); errors.Is(gerr, ErrNotFound) {
 				continue

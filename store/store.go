@@ -88,6 +88,9 @@ type Store struct {
 	// readOnly is set once, by setReadOnly (readonly.go).
 	readOnly atomic.Pointer[readOnlyError]
 
+	// interrupted ends long steps once set (Interrupt, progress.go).
+	interrupted atomic.Bool
+
 	// events fans state changes out to subscribers (events.go).
 	events events
 

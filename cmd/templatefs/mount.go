@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,7 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
+	"templatefs/internal/control"
 	"templatefs/leasefs"
 	"templatefs/store"
 )
@@ -44,7 +47,7 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	if superviseUnderSystemd() {
 		return supervise()
 	}
-	st, err := store.Open(pos[0], store.Options{})
+	st, err := openForMount(pos[0])
 	if err != nil {
 		return err
 	}
@@ -68,6 +71,44 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	return serve(d, pos[1], cfg, func() {
 		fmt.Fprintf(stdout, "mounted %s at %s\n", pos[0], pos[1])
 	})
+}
+
+// takeoverWait bounds how long mount waits for the store's lock, and
+// liveWait how long it waits while a daemon answers on the store's
+// control socket: a daemon that got SIGTERM stops serving the socket
+// within moments and releases the lock a moment later, so `kill -TERM
+// OLD; templatefs mount STORE MNT` takes over at once, while a second
+// mount of a store a live daemon serves is refused after liveWait.
+const (
+	takeoverWait = 10 * time.Second
+	liveWait     = time.Second
+)
+
+// openForMount opens the store in dir for a daemon, waiting while the
+// store is in use (takeoverWait, liveWait) for a stopping daemon or a
+// command to let it go.
+func openForMount(dir string) (*store.Store, error) {
+	start := time.Now()
+	var served time.Time // since when a daemon has answered, continuously
+	for {
+		st, err := store.Open(dir, store.Options{})
+		if !errors.Is(err, store.ErrStoreInUse) {
+			return st, err
+		}
+		now := time.Now()
+		switch {
+		case !control.Serving(dir):
+			served = time.Time{}
+		case served.IsZero():
+			served = now
+		case now.Sub(served) > liveWait:
+			return nil, err
+		}
+		if now.Sub(start) > takeoverWait {
+			return nil, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // daemon is one serving `templatefs mount`: its store, the namespace over
