@@ -4,6 +4,7 @@ package conformance
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,6 +240,11 @@ func testIncomingPublishRace(t *testing.T, b Backend) {
 		}
 		return string(data)
 	}
+	early, err := os.OpenFile(e.path(dir+"/ctl"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer early.Close()
 	first := exec.Command("sh", "-c", `echo publish > "$1"`, "sh", e.path(dir+"/ctl"))
 	var firstOut strings.Builder
 	first.Stdout, first.Stderr = &firstOut, &firstOut
@@ -261,6 +267,8 @@ func testIncomingPublishRace(t *testing.T, b Backend) {
 	if after := e.storeState(); after != before {
 		t.Errorf("the second publish changed the store:\n%s\n%s", before, after)
 	}
+	_, earlyErr := early.Write([]byte("publish\n"))
+	t.Logf("publish through a ctl descriptor opened before the publication: %v", earlyErr)
 	if err := first.Wait(); err != nil {
 		t.Fatalf("first publish: %v: %s", err, firstOut.String())
 	}
@@ -269,6 +277,14 @@ func testIncomingPublishRace(t *testing.T, b Backend) {
 	}
 	if got := e.names("generations"); !slices.Contains(got, "g000004") {
 		t.Errorf("generations lists %q, want g000004", got)
+	}
+	// A ctl descriptor opened before the publication: its write came
+	// after it (the kernel serializes writes to one file), or during it.
+	if !errors.Is(earlyErr, syscall.EINVAL) && !errors.Is(earlyErr, syscall.EBUSY) {
+		t.Errorf("publish through a ctl descriptor opened before the publication: %v, want EINVAL (already published) or EBUSY", earlyErr)
+	}
+	if s := status(); s != "published g000004\n" {
+		t.Errorf("status after a refused publish %q, want still published g000004", s)
 	}
 }
 
