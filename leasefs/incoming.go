@@ -627,14 +627,14 @@ func (f *FS) incomingCommand(n Node, line []byte) error {
 	}
 	in := &f.incoming
 	in.mu.Lock()
+	if g, ok := in.published[name]; ok {
+		in.mu.Unlock()
+		return fmt.Errorf("publish incoming %s: already published as %s; make a new incoming directory for another capture: %w", name, g, ErrIncomingPublished)
+	}
 	for deadline := time.Now().Add(releaseWait); in.writers[name] > 0 && time.Now().Before(deadline); {
 		in.mu.Unlock()
 		time.Sleep(releasePoll)
 		in.mu.Lock()
-	}
-	if g, ok := in.published[name]; ok {
-		in.mu.Unlock()
-		return fmt.Errorf("publish incoming %s: already published as %s; make a new incoming directory for another capture: %w", name, g, ErrIncomingPublished)
 	}
 	switch {
 	case in.publishing[name]:
