@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -157,6 +159,7 @@ func testRestart(t *testing.T, mountArgs []string, variant string) {
 		t.Fatal(err)
 	}
 	defer ctl.Close()
+	tools := openForTools(t, memory, s.path("store"), s.path("store.db"), s.path("generations", gen, "status"), s.path("generations", gen, "ctl"), s.path("events"))
 
 	old.Signal(syscall.SIGTERM)
 	old.WaitLog(releasedLine, releaseTimeout)
@@ -186,6 +189,11 @@ func testRestart(t *testing.T, mountArgs []string, variant string) {
 	if fi, err := held.Stat(); err != nil || fi.Size() != 16<<20 {
 		t.Errorf("fstat of memory.bin held open across the restart: %v, %v", fi, err)
 	}
+	want, err := os.ReadFile(filepath.Join(s.capture, "memory.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools.check(t, map[string][]byte{memory: want})
 
 	switch variant {
 	case "retire":
@@ -212,6 +220,77 @@ func testRestart(t *testing.T, mountArgs []string, variant string) {
 	}
 	d.Stop()
 	s.fsckClean(t)
+}
+
+// heldForTools are descriptors opened before a daemon's stop, three per
+// file: for cat, tail and wc.
+type heldForTools map[string][3]*os.File
+
+// openForTools opens each path three times, read-only; the files are
+// closed at the end of the test, or by check.
+func openForTools(t *testing.T, paths ...string) heldForTools {
+	t.Helper()
+	h := heldForTools{}
+	for _, p := range paths {
+		var fds [3]*os.File
+		for i := range fds {
+			f, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			fds[i] = f
+		}
+		h[p] = fds
+	}
+	return h
+}
+
+// check runs cat, tail -c 64 and wc -c, each on its own descriptor of
+// each file (so each starts at offset 0 and fstats the descriptor first),
+// and closes them: each must succeed, and tail and wc must agree with
+// cat; a file in want must read as want. The events file ends (EOF) at
+// the stop; every other file must have something to read.
+func (h heldForTools) check(t *testing.T, want map[string][]byte) {
+	t.Helper()
+	for p, fds := range h {
+		name := filepath.Base(p)
+		cat := onDescriptor(t, fds[0], "cat <&3")
+		tail := onDescriptor(t, fds[1], "tail -c 64 <&3")
+		wc := strings.TrimSpace(string(onDescriptor(t, fds[2], "wc -c <&3")))
+		for _, f := range fds {
+			f.Close()
+		}
+		if w, ok := want[p]; ok && !bytes.Equal(cat, w) {
+			t.Errorf("cat of %s opened before the stop: %d bytes differ from the %d expected", name, len(cat), len(w))
+		}
+		if name != "events" && len(cat) == 0 {
+			t.Errorf("cat of %s opened before the stop read nothing", name)
+		}
+		if !bytes.HasSuffix(cat, tail) || len(tail) != min(64, len(cat)) {
+			t.Errorf("tail -c 64 of %s opened before the stop: %q, want the end of %d bytes cat read", name, tail, len(cat))
+		}
+		if wc != fmt.Sprint(len(cat)) {
+			t.Errorf("wc -c of %s opened before the stop: %s, cat read %d bytes", name, wc, len(cat))
+		}
+	}
+}
+
+// onDescriptor runs bash script with f as its descriptor 3 and returns
+// its standard output; a failure or a hang fails t.
+func onDescriptor(t *testing.T, f *os.File, script string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), harness.CommandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.ExtraFiles = []*os.File{f}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Errorf("%s on %s opened before the stop: %v: %s", script, f.Name(), err, stderr.String())
+	}
+	return out
 }
 
 // TestSignalWhileMounting sends SIGTERM at a range of moments while the
