@@ -222,6 +222,59 @@ func testRestart(t *testing.T, mountArgs []string, variant string) {
 	s.fsckClean(t)
 }
 
+// TestRestartKilled is what docs/systemd.md says of SIGKILL to a stopping
+// daemon: a payload read through FUSE passthrough (the daemon logged
+// mode=passthrough) keeps reading the same bytes from the backing file;
+// every request that needs the daemon (payload reads without
+// passthrough, text reads, fstat) fails with ENOTCONN.
+func TestRestartKilled(t *testing.T) {
+	harness.RequireFUSE(t)
+	for _, b := range restartBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			s := newSession(t, "--memory", restartMemory)
+			gen := s.publish(t)
+			old := harness.StartMount(t, s.store, s.mnt, b.args...)
+			memory, err := os.Open(s.path("generations", gen, "payload", "memory.bin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer memory.Close()
+			text, err := os.Open(s.path("store"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer text.Close()
+			want, err := os.ReadFile(filepath.Join(s.capture, "memory.bin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			old.Signal(syscall.SIGTERM)
+			old.WaitLog(releasedLine, releaseTimeout)
+			passthrough := strings.Contains(old.Log(), "mode=passthrough")
+			old.Kill()
+
+			got := make([]byte, 1<<20)
+			n, err := memory.ReadAt(got, 8<<20)
+			switch {
+			case passthrough && (err != nil || !bytes.Equal(got[:n], want[8<<20:9<<20])):
+				t.Errorf("passthrough read of memory.bin after SIGKILL: %d bytes, %v; want the capture's MiB 8", n, err)
+			case !passthrough && !errors.Is(err, syscall.ENOTCONN):
+				t.Errorf("read of memory.bin after SIGKILL, without passthrough: %d bytes, %v; want ENOTCONN", n, err)
+			}
+			if _, err := memory.Stat(); !errors.Is(err, syscall.ENOTCONN) {
+				t.Errorf("fstat of memory.bin after SIGKILL: %v, want ENOTCONN", err)
+			}
+			if _, err := text.Read(got); !errors.Is(err, syscall.ENOTCONN) {
+				t.Errorf("read of store after SIGKILL: %v, want ENOTCONN", err)
+			}
+			t.Logf("passthrough: %v", passthrough)
+			memory.Close()
+			text.Close()
+			s.fsckClean(t)
+		})
+	}
+}
+
 // heldForTools are descriptors opened before a daemon's stop, three per
 // file: for cat, tail and wc.
 type heldForTools map[string][3]*os.File
