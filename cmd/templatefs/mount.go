@@ -91,8 +91,12 @@ type namedStop struct {
 	stop func()
 }
 
-// detachStep names release's wait in leasefs.FS.Detach.
-const detachStep = "file system calls in flight"
+// detachStep and closeStep name release's last two steps: the wait in
+// leasefs.FS.Detach, and store.Close.
+const (
+	detachStep = "file system calls in flight"
+	closeStep  = "the store to close"
+)
 
 // OnStop registers stop to run when the daemon stops taking operations:
 // at the first SIGINT or SIGTERM, or when runMount returns. stop must
@@ -128,10 +132,11 @@ func (d *daemon) release() error {
 		if d.lfs != nil {
 			d.lfs.Detach()
 		}
-		d.setPending(nil)
+		d.setPending([]string{closeStep})
 		if d.err = d.st.Close(); d.err != nil {
 			slog.Error("close store", "store", d.st.Dir(), "err", d.err)
 		}
+		d.setPending(nil)
 	})
 	return d.err
 }
@@ -143,8 +148,8 @@ func (d *daemon) setPending(steps []string) {
 }
 
 // waitingFor names what a running release still waits for, in its order:
-// the stops not returned yet, then the file system calls in flight; none
-// before release starts or after the store is closed.
+// the stops not returned yet, then the file system calls in flight, then
+// the store's close; none before release starts or after it returned.
 func (d *daemon) waitingFor() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -100,7 +100,11 @@ func serve(d *daemon, mnt string, cfg mountConfig, ready func()) error {
 				}
 			case s := <-sig:
 				again = true
-				logStillWaiting(m, mnt, s, d.waitingFor())
+				steps := d.waitingFor()
+				if len(steps) == 0 {
+					steps = []string{"the unmount"} // release has not started yet
+				}
+				logStillWaiting(m, mnt, s, steps)
 			}
 		}
 		notify(notifyReleased, "STATUS=store released; serving the payload files still open")
