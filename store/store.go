@@ -190,9 +190,12 @@ func initStore(dir string, set *Settings) error {
 // to dir (checkParents: every ancestor owned by root or the caller, and
 // not writable by others unless sticky with the next component the
 // caller's or root's; symbolic links above dir are resolved and Dir
-// returns the resolved path), that every path in the store is private to
-// the caller and no symbolic link (ErrUnsafePath), that no other process holds the
-// lock (ErrStoreInUse, naming its pid), and that the index carries
+// returns the resolved path), that dir is private to the caller and no
+// symbolic link (ErrUnsafePath), that no other process holds the lock
+// (ErrStoreInUse, naming its pid), that every path in the store is
+// private to the caller and no symbolic link (ErrUnsafePath, checked
+// under the lock, so a store in use is refused without walking the tree
+// its owner is changing), and that the index carries
 // SchemaIdentity and SchemaVersion (ErrNotStore, ErrSchemaUnknown,
 // ErrSchemaUnversioned, ErrSchemaTooOld, ErrSchemaTooNew, each naming what
 // was found) and valid settings (ErrInvalidSettings). Before bbolt maps
@@ -233,7 +236,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s.dir = dir
-	if err := checkTree(dir); err != nil {
+	// The directory itself before its lock file is made in it; the rest
+	// of the tree once the lock is held, so a store in use is refused
+	// without a walk that the owner's changes (a retirement removing a
+	// payload directory) would race with.
+	if err := checkPrivate(dir); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, IndexFile)); err != nil {
@@ -250,6 +257,10 @@ func Open(dir string, opts Options) (*Store, error) {
 			owner = "another process"
 		}
 		return nil, fmt.Errorf("open store %s: %w by %s (stop that templatefs mount or command first)", dir, ErrStoreInUse, owner)
+	}
+	if err := checkTree(dir); err != nil {
+		s.lock.Close()
+		return nil, fmt.Errorf("open store: %w", err)
 	}
 	if err := writeLockOwner(filepath.Join(dir, LockFile), os.Getpid()); err != nil {
 		s.lock.Close()
