@@ -33,13 +33,21 @@ const (
 	// lease Input.Clone held as sequence Input.Seq in its environment
 	// (store.LaunchEnv), opens <dir>/<gen>/payload/state.bin. The open of
 	// a reserved lease's own generation binds the lease to it (refused,
-	// EPERM, where the generation may not be restored). On success the
-	// process lives on, holding the file open, until OpExit or OpKill
-	// ends it; on failure it exits before OpBind returns.
+	// EPERM, where the generation may not be restored). With Input.ByPID
+	// instead: a new process Input.Proc without a launch ID, and
+	// "pid <its pid>" written to leases/<clone>, which binds a reserved
+	// lease (EPERM as above; EBUSY for a lease bound or exited). On
+	// success the process lives on until OpExit or OpKill ends it; on
+	// failure it exits before OpBind returns.
 	OpBind
 	// OpExit: process Input.Proc ends (SIGKILL from the test, not through
-	// the mount); a lease bound to it can then be released by rm. With
-	// exit tracking the lease also becomes exited at once (see exitNote).
+	// the mount). The daemon watches the process of every bound lease and
+	// records the lease exited: it stays until rm (which settles it) but
+	// no longer holds its generation, so a retiring generation whose
+	// leases have all exited is deleted. That happens after the process
+	// ended, asynchronously: OpExit returns only once the test has seen
+	// the lease exited (or gone) through the mount and such a generation
+	// gone, so the model takes the whole transition as OpExit's.
 	OpExit
 	// OpCancel: "cancel" written to leases/<clone> or
 	// <dir>/<gen>/leases/<clone>: ends a reserved lease, refused (EBUSY)
@@ -114,6 +122,9 @@ type Input struct {
 	// Proc names, for OpBind and OpExit, the process: a number the
 	// clients give each process they start, never reused.
 	Proc int
+	// ByPID says that OpBind binds by writing "pid N" to leases/<clone>
+	// instead of by an open with the launch ID.
+	ByPID bool
 	// Call is the operation's call time, equal to porcupine.Operation.Call
 	// (the model needs it for retirement deadlines).
 	Call int64
@@ -145,13 +156,6 @@ const (
 	errEPERM  = "EPERM"
 	errESTALE = "ESTALE"
 )
-
-// exitNote: the model of OpExit when the daemon tracks exits (the lease
-// becomes exited at once, and no longer holds its generation): set
-// exited on the bound lease in OpExit and OpKill's dead process, let
-// hasLeases skip exited leases, and drained apply after OpExit. Until
-// then an exited process is only seen by rm (OpRelease), which settles.
-const exitNote = "exit tracking: OpExit marks the bound lease exited"
 
 // The errnos of refusals by generation state, from leasefs's error table.
 var (
@@ -200,6 +204,9 @@ func (in Input) path() string {
 	case OpStatus:
 		return "read " + gen + "/status"
 	case OpBind:
+		if in.ByPID {
+			return fmt.Sprintf("write \"pid\" of process %d to leases/%s", in.Proc, in.Clone)
+		}
 		return fmt.Sprintf("process %d with the launch ID of %s (seq %d) opens %s/payload/state.bin", in.Proc, in.Clone, in.Seq, gen)
 	case OpExit:
 		return fmt.Sprintf("process %d ends", in.Proc)
@@ -251,16 +258,19 @@ type genRec struct {
 }
 
 // leaseRec is the model of one lease: its generation, its sequence
-// number, and the process it is bound to (0: reserved).
+// number, the process it is bound to (0: reserved), and whether that
+// process has exited and the daemon recorded it.
 type leaseRec struct {
-	gen  store.GenerationID
-	seq  uint64
-	proc int
+	gen    store.GenerationID
+	seq    uint64
+	proc   int
+	exited bool
 }
 
 // procRec is a live process started by OpBind: the lease whose launch ID
-// it carries. deadline is set for one whose open failed: it has exited by
-// then (it exits before its OpBind returns).
+// it carries (clone "" for none, ByPID). deadline is set for one whose
+// bind failed: it has exited by then (it exits before its OpBind
+// returns).
 type procRec struct {
 	clone    string
 	seq      uint64
@@ -296,6 +306,9 @@ func newState(gens map[store.GenerationID]genRec, leases map[string]leaseRec, pr
 		fmt.Fprintf(&b, " %s=%s#%d", c, l.gen, l.seq)
 		if l.proc != 0 {
 			fmt.Fprintf(&b, ",bound-to-%d", l.proc)
+		}
+		if l.exited {
+			b.WriteString(",exited")
 		}
 	}
 	if len(procs) > 0 {
@@ -363,6 +376,19 @@ func (s state) withoutProc(p int) state {
 	return newState(s.gens, s.leases, procs)
 }
 
+// died ends process p: the leases bound to it become exited, and a
+// retiring generation they were the last leases of must be gone by ret.
+func (s state) died(p int, ret int64) state {
+	n := s.withoutProc(p)
+	for _, c := range slices.Sorted(maps.Keys(s.leases)) {
+		if l := s.leases[c]; l.proc == p && !l.exited {
+			l.exited = true
+			n = n.withLease(c, l).drained(l.gen, ret)
+		}
+	}
+	return n
+}
+
 // alive reports whether process p runs.
 func (s state) alive(p int) bool {
 	_, ok := s.procs[p]
@@ -393,9 +419,11 @@ func (s state) drained(gen store.GenerationID, ret int64) state {
 	return s.withGen(gen, g)
 }
 
+// hasLeases reports whether gen holds a lease that keeps it: any but an
+// exited one.
 func (s state) hasLeases(gen store.GenerationID) bool {
 	for _, l := range s.leases {
-		if l.gen == gen {
+		if l.gen == gen && !l.exited {
 			return true
 		}
 	}
@@ -560,7 +588,7 @@ func (s state) apply(in Input, out Output) (state, bool) {
 			r == errEBUSY && leased && lease.proc == 0:
 			return s, true
 		case r == ResultOK && leased && lease.proc != 0:
-			return s.withoutProc(lease.proc).withoutLease(in.Clone, out.Return), true
+			return s.died(lease.proc, out.Return).withoutLease(in.Clone, out.Return), true
 		}
 
 	case OpBind:
@@ -568,6 +596,9 @@ func (s state) apply(in Input, out Output) (state, bool) {
 		// launch ID of a reserved lease on the opened generation binds.
 		if s.alive(in.Proc) {
 			return s, false // process numbers are never reused
+		}
+		if in.ByPID {
+			return s.bindByPID(in, out)
 		}
 		match := leased && lease.seq == in.Seq && lease.gen == in.Gen && lease.proc == 0
 		grantable := exists && g.state == store.Published && g.eligible
@@ -586,9 +617,9 @@ func (s state) apply(in Input, out Output) (state, bool) {
 		}
 
 	case OpExit:
-		// The process ends; its lease (if it bound one) stays until rm
-		// or kill (exitNote).
-		return s.withoutProc(in.Proc), r == ResultOK
+		// The process ends; the lease it bound (if any) becomes exited
+		// and stays until rm or kill.
+		return s.died(in.Proc, out.Return), r == ResultOK
 
 	case OpTombstone:
 		// store.Tombstone is idempotent: a generation tombstoned or
@@ -649,6 +680,25 @@ func (s state) apply(in Input, out Output) (state, bool) {
 		case r == ResultOK && exists:
 			return s, out.State == g.state && out.Granted == (g.state == store.Published && g.eligible)
 		}
+	}
+	return s, false
+}
+
+// bindByPID is OpBind with Input.ByPID: store.BindLeaseSeq through
+// "pid N" written to leases/<clone>. The process carries no launch ID.
+func (s state) bindByPID(in Input, out Output) (state, bool) {
+	lease, leased := s.leases[in.Clone]
+	g := s.gens[lease.gen]
+	grantable := g.state == store.Published && g.eligible
+	failed := s.withProc(in.Proc, procRec{deadline: out.Return})
+	switch r := out.Result; {
+	case r == errENOENT && !leased,
+		r == errEBUSY && leased && lease.proc != 0,
+		r == errEPERM && leased && lease.proc == 0 && !grantable:
+		return failed, true
+	case r == ResultOK && leased && lease.proc == 0 && grantable:
+		lease.proc = in.Proc
+		return s.withLease(in.Clone, lease).withProc(in.Proc, procRec{}), true
 	}
 	return s, false
 }
