@@ -603,14 +603,17 @@ func (s state) apply(in Input, out Output) (state, bool) {
 		match := leased && lease.seq == in.Seq && lease.gen == in.Gen && lease.proc == 0
 		grantable := exists && g.state == store.Published && g.eligible
 		carrier := procRec{clone: in.Clone, seq: in.Seq}
+		// The walk to the payload may have seen the generation listed in
+		// an earlier state (package doc, Walks): the open goes by the
+		// generation, wherever it is now, as acquire's EPERM does.
 		switch {
 		case r == ResultOK && listed && match && grantable:
 			lease.proc = in.Proc
 			return s.withLease(in.Clone, lease).withProc(in.Proc, carrier), true
-		case r == ResultOK && listed && !match:
+		case r == ResultOK && exists && !match:
 			return s.withProc(in.Proc, carrier), true
 		case r == errENOENT && !listed,
-			r == errEPERM && listed && match && !grantable:
+			r == errEPERM && exists && match && !grantable:
 			// The process exits before OpBind returns.
 			carrier.deadline = out.Return
 			return s.withProc(in.Proc, carrier), true
