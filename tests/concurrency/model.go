@@ -20,7 +20,7 @@ type Op uint8
 
 // Operations, with the call that performs each (Input.Dir says where).
 const (
-	OpPublish    Op = iota + 1 // store.Publish: no tree operation publishes
+	OpPublish    Op = iota + 1 // `templatefs publish`, which the daemon runs (store.PublishWith): no tree operation publishes
 	OpAcquire                  // open(O_CREAT|O_EXCL) of <dir>/<gen>/leases/<clone>
 	OpRelease                  // unlink(2) of leases/<clone> or <dir>/<gen>/leases/<clone>: refused (EBUSY) for a reserved lease
 	OpTombstone                // rename(2) of generations/<gen> to tombstones/<gen>, or "tombstone" written to <dir>/<gen>/ctl
@@ -79,7 +79,7 @@ type Dir uint8
 
 // Directories (docs/tree.md): each generation state has its own.
 const (
-	DirStore       Dir = iota // no path: store.Publish
+	DirStore       Dir = iota // no path: `templatefs publish`
 	DirGenerations            // generations/: published generations
 	DirTombstones             // tombstones/: tombstoned generations
 	DirRetiring               // retiring/: retiring generations, until their last lease is released
@@ -183,7 +183,7 @@ func (in Input) path() string {
 	}
 	switch in.Op {
 	case OpPublish:
-		return "store.Publish"
+		return "templatefs publish"
 	case OpAcquire:
 		return "create " + gen + "/leases/" + in.Clone
 	case OpRelease:
@@ -535,7 +535,7 @@ func (s state) apply(in Input, out Output) (state, bool) {
 	}
 	switch in.Op {
 	case OpPublish:
-		// IDs are never reused (store.Publish); a reuse after deletion is
+		// IDs are never reused (store.PublishWith); a reuse after deletion is
 		// checked on the whole history, outside the model.
 		if r != ResultOK || out.Gen == 0 || exists {
 			return s, false

@@ -374,11 +374,11 @@ func TestPartition(t *testing.T) {
 		t.Fatalf("%d partitions, want 2", len(parts))
 	}
 	want := []string{
-		"publish: store.Publish -> OK g000001 (eligible)\n" +
+		"publish: templatefs publish -> OK g000001 (eligible)\n" +
 			"acquire: create generations/g000001/leases/k0-c0 -> OK seq 2\n" +
 			"list: readdir generations/ -> OK [g000001 g000003]\n" +
 			"list: readdir leases/ -> OK [k0-c0 stray]\n",
-		"publish: store.Publish -> OK g000002 (eligible)\n" +
+		"publish: templatefs publish -> OK g000002 (eligible)\n" +
 			"acquire: create generations/g000002/leases/k1-c0 -> OK seq 2\n" +
 			"list: readdir generations/ -> OK [g000002 g000003]\n" +
 			"list: readdir leases/ -> OK [k1-c0 stray]\n",

@@ -34,7 +34,7 @@ const (
 	envClients      = "TEMPLATEFS_CONCURRENCY_CLIENTS"       // concurrent clients, default 8
 	envSeed         = "TEMPLATEFS_CONCURRENCY_SEED"          // seed of the clients' choices; default from the clock, logged
 	envCheckTimeout = "TEMPLATEFS_CONCURRENCY_CHECK_TIMEOUT" // porcupine's budget; Go duration, default 2m
-	envRequireFUSE  = "TEMPLATEFS_REQUIRE_FUSE"              // "1": fail instead of skipping without FUSE
+	// and harness.RequireFUSEEnv: "1" fails instead of skipping without FUSE
 )
 
 const (
@@ -449,9 +449,12 @@ func (e *env) finalReads(client int) {
 	}
 }
 
-// TestConcurrentTree runs clients creating, releasing, cancelling,
-// killing, tombstoning, lifting and retiring through the mount at once, records every operation
-// and checks the history against Model (fuse-and-store-notes.md §E4).
+// TestConcurrentTree runs clients publishing, creating, binding (by an
+// open with the launch ID, and by `pid N`), ending bound processes,
+// releasing, cancelling, killing, tombstoning, lifting and retiring at
+// once, through a real `templatefs mount` daemon in a child process,
+// records every operation and checks the history against Model
+// (fuse-and-store-notes.md §E4).
 func TestConcurrentTree(t *testing.T) {
 	duration := envDurationOr(t, envDuration, 3*time.Second)
 	checkTimeout := envDurationOr(t, envCheckTimeout, 2*time.Minute)
