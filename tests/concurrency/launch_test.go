@@ -76,13 +76,15 @@ func (e *env) acquire(in Input, path string) Output {
 	return Output{Result: ResultOK, Seq: l.Seq}
 }
 
-// proc is a live process a client started for an OpBind that succeeded.
+// proc is a live process a client started by OpSpawn, or for an OpBind
+// by "pid N" that succeeded.
 type proc struct {
-	cmd   *exec.Cmd
-	stdin io.Closer // the opener's stdin (nil for sleep): it exits when it ends
-	group int
-	owner int // the client that started it, and ends it by OpExit
-	clone string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser // the opener's stdin (nil for sleep): a line makes it open, its end makes it exit
+	report *bufio.Reader  // the opener's stdout: the result of its open
+	group  int
+	owner  int // the client that started it, and ends it by OpExit
+	clone  string
 }
 
 // procs are the live processes, by Input.Proc.
@@ -153,52 +155,61 @@ func (p *proc) end() {
 	p.cmd.Wait()
 }
 
-// bind is OpBind as client: it starts a process and binds by its open of
-// <dir>/<gen>/payload/state.bin with the launch ID (this test binary as
-// an opener, main_test.go), or with Input.ByPID by `sh -c 'exec sleep
-// 1000'` and "pid N" written to leases/<clone>. A process whose bind
+// spawn is OpSpawn as client: it starts this test binary as an opener
+// (main_test.go) of <dir>/<gen>/payload/state.bin with in's launch ID in
+// its environment. exec.Cmd.Start returns once the new program runs, so
+// /proc shows its environment by then.
+func (e *env) spawn(client int, in Input, payload string) Output {
+	self, err := os.Executable()
+	if err != nil {
+		return Output{Result: "error: " + err.Error()}
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0", envOpen+"="+payload, store.LaunchEnv+"="+in.Launch)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return Output{Result: "error: " + err.Error()}
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return Output{Result: "error: " + err.Error()}
+	}
+	if err := cmd.Start(); err != nil {
+		return Output{Result: "error: " + err.Error()}
+	}
+	e.procs.add(in.Proc, &proc{cmd: cmd, stdin: stdin, report: bufio.NewReader(stdout), group: in.Group, owner: client, clone: in.Clone})
+	return Output{Result: ResultOK}
+}
+
+// bind is OpBind as client: the opener OpSpawn started opens its payload
+// and reports the result, or with Input.ByPID, `sh -c 'exec sleep 1000'`
+// starts and "pid N" is written to leases/<clone>. A process whose bind
 // failed is killed and reaped before bind returns.
 func (e *env) bind(client int, in Input) Output {
-	var cmd *exec.Cmd
-	var stdin io.WriteCloser
-	var report *bufio.Reader
+	p := e.procs.get(in.Proc)
 	if in.ByPID {
-		cmd = exec.Command("sh", "-c", "exec sleep 1000")
+		cmd := exec.Command("sh", "-c", "exec sleep 1000")
 		if err := cmd.Start(); err != nil {
 			return Output{Result: "error: " + err.Error()}
 		}
-	} else {
-		self, err := os.Executable()
-		if err != nil {
-			return Output{Result: "error: " + err.Error()}
-		}
-		cmd = exec.Command(self)
-		cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0",
-			envOpen+"="+e.path(in.Dir.String(), in.Gen.String(), "payload", "state.bin"), store.LaunchEnv+"="+in.Launch)
-		if stdin, err = cmd.StdinPipe(); err != nil {
-			return Output{Result: "error: " + err.Error()}
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			return Output{Result: "error: " + err.Error()}
-		}
-		if err := cmd.Start(); err != nil {
-			return Output{Result: "error: " + err.Error()}
-		}
-		report = bufio.NewReader(stdout)
+		p = &proc{cmd: cmd, group: in.Group, owner: client, clone: in.Clone}
+	} else if p == nil {
+		return Output{Result: fmt.Sprintf("error: no process %d spawned", in.Proc)}
 	}
-	p := &proc{cmd: cmd, stdin: stdin, group: in.Group, owner: client, clone: in.Clone}
-	hang := time.AfterFunc(exitBound, func() { cmd.Process.Kill() })
+	hang := time.AfterFunc(exitBound, func() { p.cmd.Process.Kill() })
 	defer hang.Stop()
 	var result string
 	if in.ByPID {
-		result = mountResult(writeFile(e.path("leases", in.Clone), fmt.Sprintf("pid %d\n", cmd.Process.Pid)))
-	} else if line, err := report.ReadString('\n'); err != nil {
+		result = mountResult(writeFile(e.path("leases", in.Clone), fmt.Sprintf("pid %d\n", p.cmd.Process.Pid)))
+	} else if _, err := io.WriteString(p.stdin, "open\n"); err != nil {
+		result = fmt.Sprintf("error: tell the opener to open: %v", err)
+	} else if line, err := p.report.ReadString('\n'); err != nil {
 		result = fmt.Sprintf("error: opener's report %q: %v", line, err)
 	} else {
 		result = strings.TrimSpace(line)
 	}
 	if result != ResultOK {
+		e.procs.take(in.Proc)
 		p.end()
 		return Output{Result: result}
 	}

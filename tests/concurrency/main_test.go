@@ -3,6 +3,7 @@
 package concurrency
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -14,20 +15,24 @@ import (
 )
 
 // envOpen, set in the environment of this test binary, makes it an
-// opener (OpBind) instead of running tests: it opens the file the value
-// names, prints mountResult of the open, and if the open succeeded holds
-// the file open until its stdin ends (its test closes it, exits or is
-// killed).
+// opener (OpSpawn, OpBind) instead of running tests: once it reads a line
+// on stdin it opens the file the value names, prints mountResult of the
+// open, and if the open succeeded holds the file open until its stdin
+// ends (its test closes it, exits or is killed).
 const envOpen = "TEMPLATEFS_CONCURRENCY_OPEN"
 
 func TestMain(m *testing.M) {
 	if path := os.Getenv(envOpen); path != "" {
+		in := bufio.NewReader(os.Stdin)
+		if _, err := in.ReadString('\n'); err != nil {
+			os.Exit(2)
+		}
 		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		fmt.Println(mountResult(err))
 		if err != nil {
 			os.Exit(1)
 		}
-		io.Copy(io.Discard, os.Stdin)
+		io.Copy(io.Discard, in)
 		unix.Close(fd)
 		os.Exit(0)
 	}

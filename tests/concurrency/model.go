@@ -29,9 +29,10 @@ const (
 	OpList                     // readdir of <dir>/: generations/, tombstones/, retiring/ or leases/
 	OpListLeases               // readdir of <dir>/<gen>/leases
 	OpStatus                   // read of <dir>/<gen>/status
-	// OpBind: a new process Input.Proc, started with the launch ID of the
-	// lease Input.Clone held as sequence Input.Seq in its environment
-	// (store.LaunchEnv), opens <dir>/<gen>/payload/state.bin. The open of
+	// OpBind: process Input.Proc, started by OpSpawn with the launch ID of
+	// the lease Input.Clone held as sequence Input.Seq in its environment
+	// (store.LaunchEnv), opens <dir>/<gen>/payload/state.bin (a process
+	// not spawned yet is spawned by the OpBind itself). The open of
 	// a reserved lease's own generation binds the lease to it (refused,
 	// EPERM, where the generation may not be restored). With Input.ByPID
 	// instead: a new process Input.Proc without a launch ID, and
@@ -57,12 +58,17 @@ const (
 	// process through the daemon, then the release; refused (EBUSY) for a
 	// reserved lease.
 	OpKill
+	// OpSpawn: process Input.Proc starts with the launch ID of the lease
+	// Input.Clone held as sequence Input.Seq in its environment, before
+	// its OpBind: from then on it carries the launch ID (cancel sees it),
+	// though it has not opened anything yet.
+	OpSpawn
 )
 
 var opNames = [...]string{
 	OpPublish: "publish", OpAcquire: "acquire", OpRelease: "release", OpTombstone: "tombstone", OpLift: "lift",
 	OpRetire: "retire", OpList: "list", OpListLeases: "list-leases", OpStatus: "status",
-	OpBind: "bind", OpExit: "exit", OpCancel: "cancel", OpKill: "kill",
+	OpBind: "bind", OpExit: "exit", OpCancel: "cancel", OpKill: "kill", OpSpawn: "spawn",
 }
 
 // String names the operation, e.g. "acquire".
@@ -210,6 +216,8 @@ func (in Input) path() string {
 		return fmt.Sprintf("process %d with the launch ID of %s (seq %d) opens %s/payload/state.bin", in.Proc, in.Clone, in.Seq, gen)
 	case OpExit:
 		return fmt.Sprintf("process %d ends", in.Proc)
+	case OpSpawn:
+		return fmt.Sprintf("process %d starts with the launch ID of %s (seq %d)", in.Proc, in.Clone, in.Seq)
 	case OpCancel, OpKill:
 		if in.Dir == DirLeases {
 			return fmt.Sprintf("write %q to leases/%s", in.Op.String(), in.Clone)
@@ -389,6 +397,25 @@ func (s state) died(p int, ret int64) state {
 	return n
 }
 
+// opener reports whether in's process may make its OpBind open: one
+// spawned with in's launch ID that has bound nothing, or one not spawned
+// yet.
+func (s state) opener(in Input) bool {
+	r, ok := s.procs[in.Proc]
+	if !ok {
+		return true
+	}
+	if r.clone != in.Clone || r.seq != in.Seq || r.deadline != 0 {
+		return false
+	}
+	for _, l := range s.leases {
+		if l.proc == in.Proc {
+			return false
+		}
+	}
+	return true
+}
+
 // alive reports whether process p runs.
 func (s state) alive(p int) bool {
 	_, ok := s.procs[p]
@@ -526,7 +553,7 @@ func (s state) apply(in Input, out Output) (state, bool) {
 	r := out.Result
 	if r == errESTALE && in.Op == OpBind {
 		// As below; the process exits before OpBind returns.
-		return s.withProc(in.Proc, procRec{clone: in.Clone, seq: in.Seq, deadline: out.Return}), !s.alive(in.Proc)
+		return s.withProc(in.Proc, procRec{clone: in.Clone, seq: in.Seq, deadline: out.Return}), s.opener(in)
 	}
 	if r == errESTALE && in.Op != OpPublish {
 		// The kernel refused a lookup (see the package doc, Walks): the
@@ -594,11 +621,14 @@ func (s state) apply(in Input, out Output) (state, bool) {
 	case OpBind:
 		// leasefs.FS.Open of a payload, store.BindLaunched: only the
 		// launch ID of a reserved lease on the opened generation binds.
-		if s.alive(in.Proc) {
-			return s, false // process numbers are never reused
-		}
 		if in.ByPID {
+			if s.alive(in.Proc) {
+				return s, false // process numbers are never reused
+			}
 			return s.bindByPID(in, out)
+		}
+		if !s.opener(in) {
+			return s, false
 		}
 		match := leased && lease.seq == in.Seq && lease.gen == in.Gen && lease.proc == 0
 		grantable := exists && g.state == store.Published && g.eligible
@@ -618,6 +648,12 @@ func (s state) apply(in Input, out Output) (state, bool) {
 			carrier.deadline = out.Return
 			return s.withProc(in.Proc, carrier), true
 		}
+
+	case OpSpawn:
+		if s.alive(in.Proc) {
+			return s, false // process numbers are never reused
+		}
+		return s.withProc(in.Proc, procRec{clone: in.Clone, seq: in.Seq}), r == ResultOK
 
 	case OpExit:
 		// The process ends; the lease it bound (if any) becomes exited

@@ -218,6 +218,14 @@ func TestModel(t *testing.T) {
 			exit(10, 11, 1),
 			command(12, 13, OpCancel, "c0", ResultOK),
 		}, porcupine.Ok},
+		{"a spawned process carries the launch ID before it opens", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			op(4, 5, Input{Op: OpSpawn, Clone: "c0", Seq: 2, Proc: 1}, Output{Result: ResultOK}),
+			command(6, 7, OpCancel, "c0", errEBUSY),
+			tombstone(8, 9, g1, ResultOK),
+			bind(10, 11, 1, DirTombstones, g1, "c0", 2, errEPERM),
+			command(12, 13, OpCancel, "c0", ResultOK),
+		}, porcupine.Ok},
 		{"pid N binds a reserved lease; exited, it stays listed until rm", []porcupine.Operation{
 			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
 			bindPID(4, 5, 1, "c0", ResultOK),

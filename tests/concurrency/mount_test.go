@@ -222,6 +222,8 @@ func (e *env) perform(client int, in Input) Output {
 	switch {
 	case in.Op == OpPublish:
 		return e.publish(in)
+	case in.Op == OpSpawn:
+		return e.spawn(client, in, filepath.Join(gen, "payload", "state.bin"))
 	case in.Op == OpBind:
 		return e.bind(client, in)
 	case in.Op == OpExit:
@@ -386,6 +388,11 @@ func (e *env) step(client int, rng *rand.Rand) {
 		in.Op, in.Dir, in.Ctl = OpKill, DirLeases, false
 	case n < 46:
 		e.aimBind(&in, rng)
+		if !in.ByPID {
+			spawn := in
+			spawn.Op = OpSpawn
+			e.do(client, spawn)
+		}
 	case n < 54:
 		in.Op = OpTombstone
 		if !in.Ctl {
@@ -563,9 +570,12 @@ func (e *env) leasePrelude(client int, gen, other store.GenerationID) {
 		}
 		return e.do(client, in)
 	}
-	launch := func(clone string) Input {
+	launch := func(clone string, gen store.GenerationID) Input {
 		l, _ := e.leases.get(clone)
-		return Input{Op: OpBind, Dir: DirGenerations, Clone: clone, Seq: l.Seq, Launch: l.Launch, Proc: e.procs.number()}
+		in := Input{Op: OpSpawn, Dir: DirGenerations, Gen: gen, Clone: clone, Seq: l.Seq, Launch: l.Launch, Proc: e.procs.number()}
+		do(in)
+		in.Op = OpBind
+		return in
 	}
 	clone := "k0-c1"
 	do(Input{Op: OpAcquire, Dir: DirGenerations, Clone: clone})
@@ -576,15 +586,14 @@ func (e *env) leasePrelude(client int, gen, other store.GenerationID) {
 	do(Input{Op: OpRelease, Dir: DirLeases, Clone: clone})
 
 	do(Input{Op: OpAcquire, Dir: DirGenerations, Clone: clone})
-	in := launch(clone)
+	in := launch(clone, gen)
 	do(in)
 	do(Input{Op: OpCancel, Dir: DirLeases, Clone: clone})
 	do(Input{Op: OpKill, Dir: DirLeases, Clone: clone})
 	do(Input{Op: OpExit, Clone: clone, Proc: in.Proc})
 
 	do(Input{Op: OpAcquire, Dir: DirGenerations, Clone: clone})
-	in = launch(clone)
-	in.Gen = other // its open binds nothing
+	in = launch(clone, other) // its open binds nothing
 	do(in)
 	do(Input{Op: OpCancel, Dir: DirLeases, Clone: clone})
 	do(Input{Op: OpExit, Clone: clone, Proc: in.Proc})
