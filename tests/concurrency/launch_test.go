@@ -205,6 +205,9 @@ func (e *env) bind(client int, in Input) Output {
 		result = fmt.Sprintf("error: tell the opener to open: %v", err)
 	} else if line, err := p.report.ReadString('\n'); err != nil {
 		result = fmt.Sprintf("error: opener's report %q: %v", line, err)
+		if e.procs.take(in.Proc); p.cmd.Wait() != nil && p.cmd.ProcessState.String() == "signal: killed" && hang.Stop() {
+			return Output{Result: ResultKilled} // the daemon's kill of the lease its open bound
+		}
 	} else {
 		result = strings.TrimSpace(line)
 	}

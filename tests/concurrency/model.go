@@ -154,6 +154,11 @@ type Output struct {
 // ResultOK is the Result of an operation that succeeded.
 const ResultOK = "OK"
 
+// ResultKilled is the Result of an OpBind whose process died of SIGKILL
+// before it reported its open: its open bound the lease, and a
+// concurrent OpKill of that lease killed it.
+const ResultKilled = "killed"
+
 // Errno names the model expects from tree operations.
 const (
 	errENOENT = "ENOENT"
@@ -275,14 +280,17 @@ type leaseRec struct {
 	exited bool
 }
 
-// procRec is a live process started by OpBind: the lease whose launch ID
-// it carries (clone "" for none, ByPID). deadline is set for one whose
-// bind failed: it has exited by then (it exits before its OpBind
-// returns).
+// procRec is a live process started by OpSpawn or OpBind: the lease whose
+// launch ID it carries (clone "" for none: ByPID). deadline is set for
+// one whose open failed: it has exited by then (it exits before its
+// OpBind returns).
 type procRec struct {
 	clone    string
 	seq      uint64
 	deadline int64
+	// started is the return time of the OpSpawn that started it (0 for
+	// a process an OpBind started).
+	started int64
 }
 
 // state is the model's state: the existing generations of one group, its
@@ -327,6 +335,9 @@ func newState(gens map[store.GenerationID]genRec, leases map[string]leaseRec, pr
 		fmt.Fprintf(&b, " proc-%d=%s#%d", p, r.clone, r.seq)
 		if r.deadline != 0 {
 			fmt.Fprintf(&b, ",gone-by-%d", r.deadline)
+		}
+		if r.started != 0 {
+			fmt.Fprintf(&b, ",started-by-%d", r.started)
 		}
 	}
 	return state{gens: gens, leases: leases, procs: procs, key: b.String()}
@@ -416,10 +427,42 @@ func (s state) opener(in Input) bool {
 	return true
 }
 
+// openerFailed is the state after in's open failed: the process exits
+// before its OpBind returns at ret, and until then carries the launch ID
+// of the lease in.Clone held as in.Seq; if that lease is gone, no lease
+// can ever have that sequence number again, and the process is dropped
+// at once (fewer nondeterministic steps for porcupine to try).
+func (s state) openerFailed(in Input, ret int64) state {
+	if l, ok := s.leases[in.Clone]; !ok || l.seq != in.Seq {
+		return s.withoutProc(in.Proc)
+	}
+	r, ok := s.procs[in.Proc]
+	if !ok {
+		r = procRec{clone: in.Clone, seq: in.Seq}
+	}
+	r.deadline = ret
+	return s.withProc(in.Proc, r)
+}
+
 // alive reports whether process p runs.
 func (s state) alive(p int) bool {
 	_, ok := s.procs[p]
 	return ok
+}
+
+// carriedBefore is carried for a cancel called at call: store.CancelLease
+// reads /proc once, before its transaction, so a process that started
+// while the cancel ran (its OpSpawn returned after call) may be missed,
+// and the cancel succeed though the lease is still listed when that
+// process already runs. Only processes started before the call surely
+// count.
+func (s state) carriedBefore(clone string, l leaseRec, call int64) bool {
+	for _, r := range s.procs {
+		if r.clone == clone && r.seq == l.seq && r.started < call {
+			return true
+		}
+	}
+	return false
 }
 
 // carried reports whether a live process carries the launch ID of
@@ -551,9 +594,12 @@ func (s state) apply(in Input, out Output) (state, bool) {
 	listed := exists && listedIn(in.Dir, g.state)
 	lease, leased := s.leases[in.Clone]
 	r := out.Result
+	if r == errESTALE && in.Op == OpBind && in.ByPID {
+		return s, !s.alive(in.Proc)
+	}
 	if r == errESTALE && in.Op == OpBind {
 		// As below; the process exits before OpBind returns.
-		return s.withProc(in.Proc, procRec{clone: in.Clone, seq: in.Seq, deadline: out.Return}), s.opener(in)
+		return s.openerFailed(in, out.Return), s.opener(in)
 	}
 	if r == errESTALE && in.Op != OpPublish {
 		// The kernel refused a lookup (see the package doc, Walks): the
@@ -603,7 +649,7 @@ func (s state) apply(in Input, out Output) (state, bool) {
 		case r == errENOENT && (!mine || in.Dir != DirLeases && !listed),
 			r == errEBUSY && mine && (lease.proc != 0 || s.carried(in.Clone, lease)):
 			return s, true
-		case r == ResultOK && mine && lease.proc == 0 && !s.carried(in.Clone, lease):
+		case r == ResultOK && mine && lease.proc == 0 && !s.carriedBefore(in.Clone, lease, in.Call):
 			return s.withoutLease(in.Clone, out.Return), true
 		}
 
@@ -632,28 +678,29 @@ func (s state) apply(in Input, out Output) (state, bool) {
 		}
 		match := leased && lease.seq == in.Seq && lease.gen == in.Gen && lease.proc == 0
 		grantable := exists && g.state == store.Published && g.eligible
-		carrier := procRec{clone: in.Clone, seq: in.Seq}
+		carrier, spawned := s.procs[in.Proc]
+		if !spawned {
+			carrier = procRec{clone: in.Clone, seq: in.Seq}
+		}
 		// The walk to the payload may have seen the generation listed in
 		// an earlier state (package doc, Walks): the open goes by the
 		// generation, wherever it is now, as acquire's EPERM does.
 		switch {
-		case r == ResultOK && listed && match && grantable:
+		case (r == ResultOK || r == ResultKilled) && listed && match && grantable:
 			lease.proc = in.Proc
 			return s.withLease(in.Clone, lease).withProc(in.Proc, carrier), true
 		case r == ResultOK && exists && !match:
 			return s.withProc(in.Proc, carrier), true
 		case r == errENOENT && !listed,
 			r == errEPERM && exists && match && !grantable:
-			// The process exits before OpBind returns.
-			carrier.deadline = out.Return
-			return s.withProc(in.Proc, carrier), true
+			return s.openerFailed(in, out.Return), true
 		}
 
 	case OpSpawn:
 		if s.alive(in.Proc) {
 			return s, false // process numbers are never reused
 		}
-		return s.withProc(in.Proc, procRec{clone: in.Clone, seq: in.Seq}), r == ResultOK
+		return s.withProc(in.Proc, procRec{clone: in.Clone, seq: in.Seq, started: out.Return}), r == ResultOK
 
 	case OpExit:
 		// The process ends; the lease it bound (if any) becomes exited
@@ -729,12 +776,11 @@ func (s state) bindByPID(in Input, out Output) (state, bool) {
 	lease, leased := s.leases[in.Clone]
 	g := s.gens[lease.gen]
 	grantable := g.state == store.Published && g.eligible
-	failed := s.withProc(in.Proc, procRec{deadline: out.Return})
 	switch r := out.Result; {
 	case r == errENOENT && !leased,
 		r == errEBUSY && leased && lease.proc != 0,
 		r == errEPERM && leased && lease.proc == 0 && !grantable:
-		return failed, true
+		return s, true // the process, carrying nothing, exits before OpBind returns
 	case r == ResultOK && leased && lease.proc == 0 && grantable:
 		lease.proc = in.Proc
 		return s.withLease(in.Clone, lease).withProc(in.Proc, procRec{}), true

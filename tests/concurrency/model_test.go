@@ -226,6 +226,18 @@ func TestModel(t *testing.T) {
 			bind(10, 11, 1, DirTombstones, g1, "c0", 2, errEPERM),
 			command(12, 13, OpCancel, "c0", ResultOK),
 		}, porcupine.Ok},
+		{"cancel misses a process started while it runs", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			command(4, 20, OpCancel, "c0", ResultOK),
+			client(1, op(5, 6, Input{Op: OpSpawn, Clone: "c0", Seq: 2, Proc: 1}, Output{Result: ResultOK})),
+			client(2, op(7, 8, Input{Op: OpList, Dir: DirLeases, Group: AllGroups}, Output{Result: ResultOK, Names: []string{"c0"}})),
+			client(1, bind(9, 10, 1, DirGenerations, g1, "c0", 2, ResultOK)),
+		}, porcupine.Ok},
+		{"cancel does not miss a process started before it", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			client(1, op(4, 5, Input{Op: OpSpawn, Clone: "c0", Seq: 2, Proc: 1}, Output{Result: ResultOK})),
+			command(6, 20, OpCancel, "c0", ResultOK),
+		}, porcupine.Illegal},
 		{"pid N binds a reserved lease; exited, it stays listed until rm", []porcupine.Operation{
 			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
 			bindPID(4, 5, 1, "c0", ResultOK),
