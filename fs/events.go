@@ -23,7 +23,8 @@ const eventsOpenFlags = fuse.FOPEN_DIRECT_IO | fuse.FOPEN_STREAM | fuse.FOPEN_NO
 
 // eventsFile is an open of the events file: its own leasefs.Events.
 type eventsFile struct {
-	ev   *leasefs.Events
+	ev *leasefs.Events
+	atOpen
 	open *atomic.Int64 // the mount's count of open non-payload handles, or nil
 }
 

@@ -19,9 +19,38 @@ import (
 // file (node.Write and node.Setattr answer those), and since the fd is
 // read-only the kernel refuses a writable shared mapping itself.
 type payloadFile struct {
-	lf   *fusefs.LoopbackFile
-	held *atomic.Int32 // a payload node's count of open handles (node.held); nil for an index snapshot
+	lf *fusefs.LoopbackFile
+	atOpen
 	open *atomic.Int64 // the mount's count of such open handles (OpenFiles), or nil
+}
+
+// atOpen holds a handle's attributes at open (leasefs.FS.OpenAttr), or
+// nil when they could not be taken: node.Getattr answers from them when
+// leasefs cannot (the daemon has detached).
+type atOpen struct{ attr *leasefs.Attr }
+
+func (a atOpen) openAttr() *leasefs.Attr { return a.attr }
+
+// attrHolder is a handle with attributes at open.
+type attrHolder interface{ openAttr() *leasefs.Attr }
+
+var (
+	_ attrHolder = (*payloadFile)(nil)
+	_ attrHolder = (*passthroughFile)(nil)
+	_ attrHolder = (*textFile)(nil)
+	_ attrHolder = (*commandFile)(nil)
+	_ attrHolder = (*eventsFile)(nil)
+)
+
+// openedAttr takes the attributes of h, just opened on ln, for its
+// handle; when leasefs cannot give them (the node went meanwhile), the
+// handle has none, and fstat answers as leasefs does.
+func (n *node) openedAttr(ln leasefs.Node, h leasefs.Handle) atOpen {
+	a, err := n.lfs.OpenAttr(ln, h)
+	if err != nil {
+		return atOpen{}
+	}
+	return atOpen{&a}
 }
 
 // opened adds one open handle to count (nil: not counted) and returns it,
@@ -71,9 +100,6 @@ func (p *passthroughFile) PassthroughFd() (int, bool) { return p.lf.PassthroughF
 var _ = (fusefs.FileReleaser)((*payloadFile)(nil))
 
 func (p *payloadFile) Release(ctx context.Context) syscall.Errno {
-	if p.held != nil {
-		p.held.Add(-1)
-	}
 	closed(p.open)
 	return p.lf.Release(ctx)
 }
@@ -81,6 +107,7 @@ func (p *payloadFile) Release(ctx context.Context) syscall.Errno {
 // textFile serves the text rendered at open.
 type textFile struct {
 	data []byte
+	atOpen
 	open *atomic.Int64 // the mount's count of open non-payload handles, or nil
 }
 

@@ -33,13 +33,9 @@ type node struct {
 	noPassthrough bool
 	// open is MountOptions.OpenFiles (nil: not counted), inherited by every node.
 	open *OpenFiles
-	// held counts a payload node's open handles, and heldAttr holds its
-	// attributes from its first open: while a handle is open, Getattr
-	// answers from them when leasefs cannot (the daemon has detached, or
-	// the generation was retired), so fstat(2) of an open payload keeps
-	// working. Payloads never change.
-	held     atomic.Int32
-	heldAttr atomic.Pointer[leasefs.Attr]
+	// payloadAttr holds a payload node's attributes from its first open
+	// (payloads never change), for its handles' Getattr fallback.
+	payloadAttr atomic.Pointer[leasefs.Attr]
 }
 
 func (n *node) newChild(ctx context.Context, child leasefs.Node) *fusefs.Inode {
@@ -151,19 +147,23 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 	return n.newChild(ctx, child), 0
 }
 
-// Getattr reports leasefs.FS.Attr: real sizes, blocks and record times;
-// for a payload with an open handle, the attributes of its open (held) if
-// leasefs fails.
+// Getattr reports leasefs.FS.Attr: real sizes, blocks and record times.
+// When leasefs cannot answer (the daemon has detached: leasefs.ErrDetached,
+// or the generation was retired) and the node has an open handle, it
+// answers from that handle's attributes at open (leasefs.FS.OpenAttr:
+// the size of its text or snapshot), so fstat(2) of every file still
+// served keeps working. The kernel sends fstat's GETATTR without a
+// handle; go-fuse then passes the node's first open one.
 var _ = (fusefs.NodeGetattrer)((*node)(nil))
 
 func (n *node) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	a, err := n.lfs.Attr(n.ln)
 	if err != nil {
-		held := n.heldAttr.Load()
-		if held == nil || n.held.Load() == 0 {
+		h, ok := fh.(attrHolder)
+		if !ok || h.openAttr() == nil {
 			return errnoOf(err)
 		}
-		a = *held
+		a = *h.openAttr()
 	}
 	fillAttr(n.ln, a, &out.Attr)
 	out.SetTimeout(timeout(n.ln))
@@ -202,45 +202,46 @@ func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint3
 	case err != nil:
 		return nil, 0, errnoOf(err)
 	}
-	if h.File != nil && n.heldAttr.Load() == nil {
-		a, err := n.lfs.Attr(n.ln)
+	if h.File != nil && n.payloadAttr.Load() == nil {
+		a, err := n.lfs.OpenAttr(n.ln, h)
 		if err != nil {
 			h.File.Close()
 			return nil, 0, errnoOf(err)
 		}
-		n.heldAttr.Store(&a)
+		n.payloadAttr.Store(&a)
 	}
-	return n.handle(h)
+	return n.handle(n.ln, h)
 }
 
-// handle wraps an opened leasefs.Handle with its open flags. Payloads get a
+// handle wraps leasefs.Handle h, opened on ln, with its open flags and
+// its attributes at open (openedAttr). Payloads get a
 // handle without PassthroughFd when passthrough is off, so go-fuse never
 // asks the kernel to register the backing file. Only an open for writing
 // of a lease or ctl file has something to do at close (a final command
 // without a newline, leasefs.Commands.Flush); every other open sets
 // FOPEN_NOFLUSH, so its close(2) costs no FLUSH round trip.
-func (n *node) handle(h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errno) {
+func (n *node) handle(ln leasefs.Node, h leasefs.Handle) (fusefs.FileHandle, uint32, syscall.Errno) {
 	const cached, direct = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH
 	if h.Incoming != nil {
 		return newIncomingFile(h.Incoming, !n.noPassthrough), fuse.FOPEN_NOFLUSH, 0
 	}
 	if h.File != nil {
-		n.held.Add(1)
-		pf := &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.File), held: &n.held, open: opened(n.open.counter(true))}
+		pf := &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.File), atOpen: atOpen{n.payloadAttr.Load()}, open: opened(n.open.counter(true))}
 		if n.noPassthrough {
 			return pf, cached, 0
 		}
 		return &passthroughFile{pf}, cached, 0
 	}
+	at := n.openedAttr(ln, h)
 	if h.Snapshot != nil {
 		// Read from the fd like a payload, but never cached or passed
 		// through: each open has its own snapshot.
-		return &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.Snapshot), open: opened(n.open.counter(false))}, direct, 0
+		return &payloadFile{lf: fusefs.NewLoopbackFileFromOS(h.Snapshot), atOpen: at, open: opened(n.open.counter(false))}, direct, 0
 	}
 	if h.Events != nil {
-		return &eventsFile{ev: h.Events, open: opened(n.open.counter(false))}, eventsOpenFlags, 0
+		return &eventsFile{ev: h.Events, atOpen: at, open: opened(n.open.counter(false))}, eventsOpenFlags, 0
 	}
-	text := textFile{data: h.Data, open: opened(n.open.counter(false))}
+	text := textFile{data: h.Data, atOpen: at, open: opened(n.open.counter(false))}
 	if h.Commands != nil {
 		return &commandFile{textFile: text, n: n, cmd: h.Commands}, fuse.FOPEN_DIRECT_IO, 0
 	}
@@ -270,7 +271,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 			return nil, nil, 0, n.refuse("open", name, err)
 		}
 	}
-	fh, fl, _ := n.handle(h)
+	fh, fl, _ := n.handle(cr.Node, h)
 	return n.newChild(ctx, cr.Node), fh, fl, 0
 }
 

@@ -84,3 +84,38 @@ func (f *FS) Detached() bool {
 	defer f.gate.mu.Unlock()
 	return f.gate.detached
 }
+
+// OpenAttr returns what fstat(2) of handle h, just opened on n, reports
+// once leasefs can no longer answer for n (the daemon has detached, or n
+// is gone): n's attributes now, with the size and blocks of what h
+// serves: its rendered text (Data), its index snapshot, its payload's
+// backing file; an events stream has size 0. Adapters call it right
+// after the open and keep the result with the handle, for that one
+// fallback: while Attr answers, it is the truth. Errors: Attr's, or the
+// stat of h's file.
+func (f *FS) OpenAttr(n Node, h Handle) (Attr, error) {
+	a, err := f.Attr(n)
+	if err != nil {
+		return Attr{}, err
+	}
+	file := h.File
+	if file == nil {
+		file = h.Snapshot
+	}
+	switch {
+	case file != nil:
+		fi, err := file.Stat()
+		if err != nil {
+			return Attr{}, fmt.Errorf("stat open %s: %w", n, err)
+		}
+		a.Size = fi.Size()
+		if h.File != nil {
+			a.Blocks, a.Blksize = allocated(fi)
+		} else {
+			a.Blocks = (a.Size + 511) / 512
+		}
+	case h.Events == nil && h.Incoming == nil:
+		a.setText(h.Data)
+	}
+	return a, nil
+}

@@ -19,7 +19,7 @@ import (
 // and if it touches the store, call f.enter.
 var (
 	storeMethods = []string{"Attr", "CheckRemove", "Create", "Lookup", "MakeEntry", "Mkdir", "Open", "ReadDir", "ReadDirFrom",
-		"Remove", "Rename", "Rmdir", "SetAttr", "SetIncomingAttr", "Walk", "Xattrs"}
+		"OpenAttr", "Remove", "Rename", "Rmdir", "SetAttr", "SetIncomingAttr", "Walk", "Xattrs"}
 	storeFree = []string{"Allocate", "ChangeXattr", "Detach", "Detached", "EndEvents", "Refuse", "Root", "SetOwners"}
 )
 
@@ -62,6 +62,14 @@ func TestDetach(t *testing.T) {
 	lease, err := fx.fs.Open(fx.walk("leases/c1"), OpenFlags{Write: true}, owner)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if a, err := fx.fs.OpenAttr(fx.walk("generations/g000001/status"), status); err != nil || a.Size != int64(len(status.Data)) || a.Ino == 0 {
+		t.Errorf("OpenAttr of the open status: %+v, %v; want the size of its text, %d", a, err, len(status.Data))
+	}
+	if a, err := fx.fs.OpenAttr(fx.walk("store.db"), index); err != nil || a.Size == 0 {
+		t.Errorf("OpenAttr of the open index snapshot: %+v, %v", a, err)
+	} else if fi, err := index.Snapshot.Stat(); err != nil || fi.Size() != a.Size {
+		t.Errorf("OpenAttr of the open index snapshot: size %d, the snapshot has %v (%v)", a.Size, fi.Size(), err)
 	}
 	if _, err := ctl.Commands.Write([]byte("tomb"), owner); err != nil { // a partial line, pending at detach
 		t.Fatal(err)
@@ -109,6 +117,8 @@ func TestDetach(t *testing.T) {
 		}
 		_, err = fx.fs.Open(n, OpenFlags{}, owner)
 		detached("Open("+path+")", err)
+		_, err = fx.fs.OpenAttr(n, status)
+		detached("OpenAttr("+path+")", err)
 		if n.kind == KindPayloadFile {
 			_, err := fx.fs.Xattrs(n)
 			detached("Xattrs("+path+")", err)

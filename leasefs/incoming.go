@@ -34,7 +34,14 @@ import (
 // or special files. A publication is refused (ErrIncomingBusy) while a file
 // of the directory is open for writing, and while it runs no file of the
 // directory can be opened for writing, created, renamed or removed, so no
-// descriptor can change a payload after it was hashed.
+// descriptor can change a payload after it was hashed; nor can its ctl file
+// be opened for writing, so a second `publish` fails at once (the kernel
+// holds a file's lock through a write(2), so a write would wait for the
+// first to end). Once published, a directory refuses `publish`
+// (ErrIncomingPublished) and its status keeps naming the generation until
+// it is removed or the daemon restarts (this state is in memory only; a
+// published directory is empty, so a restarted daemon refuses its
+// `publish` as a bad capture).
 
 // Fixed names of an incoming directory.
 const (
@@ -57,17 +64,24 @@ const (
 )
 
 // ErrIncomingBusy is returned by a publication while a file of the
-// incoming directory is open for writing, and by a write-open, create,
-// rename or unlink in it while it is being published.
+// incoming directory is open for writing or a publication of it runs, and
+// by a write-open (of ctl too), create, rename or unlink in it while it is
+// being published.
 var ErrIncomingBusy = errors.New("incoming directory is busy")
 
+// ErrIncomingPublished is returned by `publish` of an incoming directory
+// this daemon has published already.
+var ErrIncomingPublished = errors.New("incoming directory already published")
+
 // incoming is the FS's in-memory state of incoming directories: open
-// writers, publications running, and each one's last outcome (status).
+// writers, publications running, publications done, and each one's last
+// outcome (status).
 type incoming struct {
 	mu         sync.Mutex
-	writers    map[string]int    // open-for-writing handles per directory
-	publishing map[string]bool   // a publication is running
-	outcome    map[string]string // status text after `publish`; "open" when none
+	writers    map[string]int                // open-for-writing handles per directory
+	publishing map[string]bool               // a publication is running
+	published  map[string]store.GenerationID // published, until rmdir
+	outcome    map[string]string             // status text after `publish`; "open" when none
 }
 
 // IncomingFile is an open file of an incoming directory: the backing file
@@ -393,6 +407,18 @@ func (f *FS) openIncomingPath(dir, path string, fl OpenFlags, extra int) (*Incom
 	return h, nil
 }
 
+// openIncomingCtl is the check of an open of incoming ctl file n for
+// writing: refused while its directory is being published.
+func (f *FS) openIncomingCtl(n Node) error {
+	in := &f.incoming
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.publishing[n.name] {
+		return fmt.Errorf("open %s for writing: incoming %s is being published: %w", n, n.name, ErrIncomingBusy)
+	}
+	return nil
+}
+
 // incomingWriter counts a new writer of dir, refused while it is being
 // published.
 func (f *FS) incomingWriter(dir string) error {
@@ -567,6 +593,7 @@ func (f *FS) rmdirIncoming(name string) error {
 	}
 	in.mu.Lock()
 	delete(in.outcome, name)
+	delete(in.published, name)
 	in.mu.Unlock()
 	return nil
 }
@@ -583,7 +610,9 @@ const (
 // incomingCommand runs a line written to incoming/<name>/ctl: `publish`
 // publishes the directory with store.PublishIncoming, durable when it
 // returns; status then names the generation, or the refusal and its
-// errno, which is also the write's error.
+// errno, which is also the write's error. Refused at once while a
+// publication of the directory runs (ErrIncomingBusy), and after one
+// succeeded (ErrIncomingPublished); neither refusal changes status.
 func (f *FS) incomingCommand(n Node, line []byte) error {
 	cmd, err := commandLine(line)
 	if err != nil {
@@ -598,6 +627,10 @@ func (f *FS) incomingCommand(n Node, line []byte) error {
 	}
 	in := &f.incoming
 	in.mu.Lock()
+	if g, ok := in.published[name]; ok {
+		in.mu.Unlock()
+		return fmt.Errorf("publish incoming %s: already published as %s; make a new incoming directory for another capture: %w", name, g, ErrIncomingPublished)
+	}
 	for deadline := time.Now().Add(releaseWait); in.writers[name] > 0 && time.Now().Before(deadline); {
 		in.mu.Unlock()
 		time.Sleep(releasePoll)
@@ -620,14 +653,17 @@ func (f *FS) incomingCommand(n Node, line []byte) error {
 	in.publishing[name] = true
 	in.mu.Unlock()
 	g, err := f.st.PublishIncoming(name)
+	f.setIncomingOutcome(name, err, g)
 	in.mu.Lock()
 	delete(in.publishing, name)
-	in.mu.Unlock()
-	f.setIncomingOutcome(name, err, g)
-	if err != nil {
-		return fmt.Errorf("publish incoming %s: %w", name, err)
+	if err == nil {
+		if in.published == nil {
+			in.published = map[string]store.GenerationID{}
+		}
+		in.published[name] = g.ID
 	}
-	return nil
+	in.mu.Unlock()
+	return err // PublishIncoming's errors name the directory
 }
 
 func (f *FS) setIncomingOutcome(name string, err error, g store.Generation) {

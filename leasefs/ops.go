@@ -66,7 +66,8 @@ func (n Node) isLeaseNode() bool {
 // bind refuses the open. Lease and ctl
 // files open for writing, O_TRUNC included (`echo pid 123 > file` opens
 // O_WRONLY|O_TRUNC; truncating them is a no-op), but only for the store
-// owner and root (ErrAccess). Errors also: ErrIsDir, store.ErrNotFound
+// owner and root (ErrAccess); an incoming ctl file not while its
+// directory is being published (ErrIncomingBusy). Errors also: ErrIsDir, store.ErrNotFound
 // when the node no longer exists, the store's open error, and for a
 // payload the bind's (store.BindLaunched: store.ErrTombstoned,
 // store.ErrRetiring, store.ErrIneligible and the others of BindLease).
@@ -86,6 +87,11 @@ func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 		}
 		if !n.isWritable() {
 			return Handle{}, fmt.Errorf("open %s for writing: %w", n, ErrReadOnly)
+		}
+		if n.kind == KindIncomingCtlFile {
+			if err := f.openIncomingCtl(n); err != nil {
+				return Handle{}, err
+			}
 		}
 	case n.kind == KindPayloadFile:
 		file, err := f.st.OpenPayload(n.Generation(), n.name)

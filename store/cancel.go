@@ -35,11 +35,12 @@ func (s *Store) CancelLeaseSeq(cloneID string, seq uint64) error {
 		return fmt.Errorf("cancel lease %q: %w", cloneID, err)
 	}
 	lease, err := s.Lease(cloneID)
+	if err == nil {
+		err = lease.sameSeq(seq)
+	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("cancel lease %q: %w", cloneID, err)
-	case seq != 0 && lease.Seq != seq:
-		return fmt.Errorf("cancel lease %q: it has sequence %d, not %d (released and acquired again): %w", cloneID, lease.Seq, seq, ErrNotFound)
 	case lease.State != Reserved:
 		return fmt.Errorf("cancel lease %q: %w", cloneID, cancelBoundRefusal(lease))
 	}
@@ -56,11 +57,12 @@ func (s *Store) CancelLeaseSeq(cloneID string, seq uint64) error {
 	}
 	err = s.update(faultCancelCommit, func(tx *bolt.Tx) error {
 		now, err := readLeaseTx(tx, cloneID)
+		if err == nil {
+			err = now.sameSeq(lease.Seq)
+		}
 		switch {
 		case err != nil:
 			return err
-		case now.Seq != lease.Seq:
-			return fmt.Errorf("lease %q has sequence %d, not %d (released and acquired again): %w", cloneID, now.Seq, lease.Seq, ErrNotFound)
 		case now.State != Reserved:
 			return cancelBoundRefusal(now)
 		}

@@ -18,25 +18,6 @@ import (
 // the operator does instead.
 const damagedPayload = "; tombstone and retire the generation, then publish its capture again or restore the store from a backup"
 
-// beginPublication marks publication id as in progress from the moment
-// its ID is reserved, so Check does not take its staging or payload
-// directory for a leftover; endPublication clears the mark once the
-// record is committed or the publication has failed.
-func (s *Store) beginPublication(id GenerationID) {
-	s.pubMu.Lock()
-	defer s.pubMu.Unlock()
-	if s.publishing == nil {
-		s.publishing = map[GenerationID]bool{}
-	}
-	s.publishing[id] = true
-}
-
-func (s *Store) endPublication(id GenerationID) {
-	s.pubMu.Lock()
-	defer s.pubMu.Unlock()
-	delete(s.publishing, id)
-}
-
 // abandoned reports whether the entry name of payload/ or staging/ (sub)
 // belongs to no publication: its name is no generation ID, or no
 // publication of that ID is in progress and, for payload/, no record of
@@ -141,16 +122,14 @@ func (s *Store) checkDigests(c *checker, jobs []digestJob, progress Progress) er
 	for _, j := range jobs {
 		total += j.want.Size
 	}
-	counter := newProgress(progress, total)
+	counter := s.newProgress(progress, total)
 	for _, j := range jobs {
-		var before int64
-		if counter != nil {
-			before = counter.done
-		}
+		before := counter.done
 		sum, err := s.payloadSHA256(j.gen, j.want.Name, counter)
-		if counter != nil { // a short or missing file still counts as done
-			counter.add(before + j.want.Size - counter.done)
+		if errors.Is(err, ErrInterrupted) {
+			return err
 		}
+		counter.add(before + j.want.Size - counter.done) // a short or missing file still counts as done
 		if errors.Is(err, os.ErrNotExist) {
 			if _, gerr := s.Generation(j.gen); errors.Is(gerr, ErrNotFound) {
 				continue

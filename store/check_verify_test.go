@@ -123,3 +123,27 @@ func TestPublishProgress(t *testing.T) {
 	}
 	p.check(t, "PublishWith", artifactBytes(g))
 }
+
+// TestInterrupt: Interrupt ends a publication's copy and a verify at
+// their next block with ErrInterrupted; the refused publication leaves no
+// generation and an empty staging/.
+func TestInterrupt(t *testing.T) {
+	dir, st, _ := openStore(t)
+	g := publish(t, st, makeCapture(t, 8<<20, 1))
+	class := templatekey.SampleClass()
+	_, _, err := st.PublishWith(makeCapture(t, 8<<20, 2), &class, store.PublishOptions{Progress: func(done, total int64) {
+		st.Interrupt() // after the first block
+	}})
+	if !errors.Is(err, store.ErrInterrupted) {
+		t.Fatalf("PublishWith interrupted: %v, want ErrInterrupted", err)
+	}
+	if gens, err := st.Generations(); err != nil || len(gens) != 1 || gens[0].ID != g.ID {
+		t.Errorf("generations after an interrupted publication: %v, %v; want only %s", gens, err, g.ID)
+	}
+	if left, err := os.ReadDir(filepath.Join(dir, store.StagingDir)); err != nil || len(left) != 0 {
+		t.Errorf("staging/ after an interrupted publication: %v, %v; want empty", left, err)
+	}
+	if _, err := st.Verify(nil, nil); !errors.Is(err, store.ErrInterrupted) {
+		t.Errorf("Verify after Interrupt: %v, want ErrInterrupted", err)
+	}
+}

@@ -77,6 +77,10 @@ func (s *Store) readOnlyAfterSync(err error) error {
 	return err
 }
 
+// errUnchanged rolls back an Update that found nothing to write, so a
+// retried call does not pay for a commit.
+var errUnchanged = errors.New("unchanged")
+
 // update runs fn in a read-write transaction and commits it, with error
 // point p just before the commit (an error returned from inside the
 // transaction rolls it back, as a failed commit does). fn's own error is

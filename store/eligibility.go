@@ -261,3 +261,34 @@ func shortDuration(d time.Duration) string {
 	}
 	return s
 }
+
+// leasable refuses a generation that may not get new leases by state.
+func leasable(g Generation) error {
+	switch g.State {
+	case Published:
+		return nil
+	case Retiring:
+		return fmt.Errorf("generation %s: %w", g.ID, ErrRetiring)
+	default:
+		return fmt.Errorf("generation %s: %w", g.ID, ErrTombstoned)
+	}
+}
+
+// checkEligible refuses g unless it may get a new lease now: published
+// (leasable) and inside its restore window (evaluate).
+func checkEligible(tx *bolt.Tx, g Generation, facts HostFacts, factsErr error) error {
+	if err := leasable(g); err != nil {
+		return err
+	}
+	if factsErr != nil {
+		return fmt.Errorf("read host facts: %w", factsErr)
+	}
+	set, err := readSettings(tx)
+	if err != nil {
+		return err
+	}
+	if e := evaluate(g.Anchors, facts, set); !e.Eligible {
+		return fmt.Errorf("generation %s: %w: %s", g.ID, ErrIneligible, e.detail())
+	}
+	return nil
+}

@@ -9,6 +9,9 @@ var (
 	ErrStoreInUse = errors.New("store is in use")
 	// ErrClosed: the store, or an event stream of it, was closed.
 	ErrClosed = errors.New("store is closed")
+	// ErrInterrupted: a long step (a publication's copy, a digest check)
+	// was ended by Store.Interrupt: the daemon is stopping.
+	ErrInterrupted = errors.New("interrupted: the daemon is stopping; run the command again once a daemon serves the store")
 	// ErrNotStore is returned by Open when the directory has no index.
 	ErrNotStore = errors.New("not a templatefs store")
 	// ErrSchemaUnknown is returned by Open when the index carries no schema

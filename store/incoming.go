@@ -165,8 +165,11 @@ func (s *Store) RemoveIncoming(name string) error {
 // open descriptor would reach the published inode): leasefs refuses the
 // publication while one is. Errors: ErrInvalidID, ErrNotFound for a
 // missing directory, ErrCapture (a missing, unreadable or refused
-// class.json too, wrapping the templatekey error), ErrCaptureChanged, and
-// Publish's errors. A refusal leaves the directory as it was.
+// class.json too, wrapping the templatekey error, and a file of capture/
+// with more than one hard link, which publishing would share with the
+// other name: both checked before a publication ID is reserved),
+// ErrCaptureChanged, and Publish's errors. A refusal leaves the directory
+// as it was.
 func (s *Store) PublishIncoming(name string) (Generation, error) {
 	dir, err := s.IncomingPath(name)
 	if err != nil {
@@ -177,6 +180,9 @@ func (s *Store) PublishIncoming(name string) (Generation, error) {
 	}
 	class, err := readIncomingClass(filepath.Join(dir, IncomingClassFile))
 	if err != nil {
+		return Generation{}, fmt.Errorf("publish incoming %s: %w", name, err)
+	}
+	if err := checkSingleLinks(filepath.Join(dir, IncomingCaptureDir)); err != nil {
 		return Generation{}, fmt.Errorf("publish incoming %s: %w", name, err)
 	}
 	s.incomingLinks.Lock() // until the incoming names are gone: see openPayloadFile
@@ -212,6 +218,40 @@ func readIncomingClass(path string) (*templatekey.Class, error) {
 	return c, nil
 }
 
+// checkSingleLinks refuses (ErrCapture) a regular file of capture with
+// more than one hard link: its other name could change the payload after
+// the publication. It runs before the publication ID is reserved;
+// hashArtifact checks again, on the descriptor it hashes.
+func checkSingleLinks(capture string) error {
+	entries, err := os.ReadDir(capture)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue // openCapture refuses it
+		}
+		f, err := openNoFollow(filepath.Join(capture, e.Name()))
+		if err != nil {
+			return err
+		}
+		n, err := linkCount(f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return hardLinked(e.Name(), n)
+		}
+	}
+	return nil
+}
+
+// hardLinked is the refusal of artifact name with n hard links.
+func hardLinked(name string, n uint64) error {
+	return fmt.Errorf("%w: %s has %d hard links, want 1: publish a copy", ErrCapture, name, n)
+}
+
 // classRefused reports whether err is templatekey's refusal of a class:
 // for an incoming directory, its class.json is part of the capture.
 func classRefused(err error) bool {
@@ -229,7 +269,7 @@ func classRefused(err error) bool {
 func hashArtifact(f manifest.CaptureFile, progress *progressCounter) (string, error) {
 	if n, err := linkCount(f.File); err != nil || n != 1 {
 		if err == nil {
-			err = fmt.Errorf("%s has %d hard links, want 1: %w", f.Name, n, ErrUnsafePath)
+			err = hardLinked(f.Name, n)
 		}
 		return "", err
 	}
@@ -299,8 +339,10 @@ func (s *Store) recoverIncoming() error {
 }
 
 // removePublishedNames removes the files of incoming/<name>/capture/ that
-// have more than one hard link, and then its class.json (consumed by the
-// same publication), durably.
+// are a second hard link of the payload file of the same name of some
+// generation, and then its class.json (consumed by the same publication),
+// durably. A file hard-linked elsewhere is the user's: it stays (its
+// publication is refused, checkSingleLinks).
 func (s *Store) removePublishedNames(name string) error {
 	capture := filepath.Join(s.dir, IncomingDir, name, IncomingCaptureDir)
 	entries, err := os.ReadDir(capture)
@@ -322,7 +364,7 @@ func (s *Store) removePublishedNames(name string) error {
 		if err != nil {
 			return err
 		}
-		if n > 1 {
+		if n > 1 && s.isPayloadLink(p, e.Name()) {
 			s.log.Info("removing published name left in an incoming directory", "path", p)
 			if err := os.Remove(p); err != nil {
 				return err
@@ -342,6 +384,22 @@ func (s *Store) removePublishedNames(name string) error {
 		}
 	}
 	return nil
+}
+
+// isPayloadLink reports whether the file at path is payload/<gen>/<name>
+// of some generation directory.
+func (s *Store) isPayloadLink(path, name string) bool {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return false
+	}
+	gens, _ := os.ReadDir(filepath.Join(s.dir, PayloadDir))
+	for _, g := range gens {
+		if other, err := os.Lstat(filepath.Join(s.dir, PayloadDir, g.Name(), name)); err == nil && os.SameFile(fi, other) {
+			return true
+		}
+	}
+	return false
 }
 
 // incomingLink finds the incoming name that is a second hard link of the

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"templatefs/store"
@@ -202,5 +203,47 @@ func TestIncomingPublishedNamesRepaired(t *testing.T) {
 	}
 	if problems, err := st.Check(store.CheckOptions{}); err != nil || len(problems) != 0 {
 		t.Errorf("check after Open: %v, %v", problems, err)
+	}
+}
+
+// TestPublishIncomingHardLinkRefused: an artifact with a second hard link
+// is a refused capture (ErrCapture naming it and its link count), found
+// before the publication ID is reserved, so the next publication gets the
+// first ID; and Open leaves such a file in place (it is not a name a
+// crashed publication left).
+func TestPublishIncomingHardLinkRefused(t *testing.T) {
+	dir, st := newStore(t)
+	capture := makeCapture(t, 16<<20, 1)
+	in := fillIncoming(t, st, "cap1", capture, true)
+	state := filepath.Join(in, store.IncomingCaptureDir, "state.bin")
+	other := filepath.Join(in, "state.bin.other")
+	if err := os.Link(state, other); err != nil {
+		t.Fatal(err)
+	}
+	_, err := st.PublishIncoming("cap1")
+	if !errors.Is(err, store.ErrCapture) || !strings.Contains(err.Error(), "state.bin has 2 hard links") {
+		t.Errorf("publish of a hard-linked state.bin: %v; want ErrCapture naming state.bin and its 2 links", err)
+	}
+	assertEmptyStore(t, dir, st)
+
+	st.Close()
+	st = reopen(t, dir, sampleHost())
+	defer st.Close()
+	if got := listDir(t, filepath.Join(in, store.IncomingCaptureDir)); len(got) != 3 {
+		t.Errorf("incoming/cap1/capture holds %q after Open, want the 3 artifacts", got)
+	}
+	if _, err := os.Stat(filepath.Join(in, store.IncomingClassFile)); err != nil {
+		t.Errorf("class.json after Open: %v", err)
+	}
+
+	if err := os.Remove(other); err != nil {
+		t.Fatal(err)
+	}
+	g, err := st.PublishIncoming("cap1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.ID != 1 {
+		t.Errorf("publication after the refusal got %s, want g000001: the refusal used up an ID", g.ID)
 	}
 }

@@ -122,12 +122,8 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, opts Publis
 		}
 	}
 
-	var id GenerationID
-	if err := s.update(faultPublishReserve, func(tx *bolt.Tx) error {
-		n, err := tx.Bucket(bucketGenerations).NextSequence()
-		id = GenerationID(n)
-		return err
-	}); err != nil {
+	id, err := s.reservePublicationID()
+	if err != nil {
 		return Generation{}, false, fmt.Errorf("publish %s: reserve publication ID: %w", captureDir, err)
 	}
 	s.beginPublication(id)
@@ -156,7 +152,7 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, opts Publis
 	for _, f := range c.Files {
 		total += f.Size
 	}
-	progress := newProgress(opts.Progress, total)
+	progress := s.newProgress(opts.Progress, total)
 	for _, f := range c.Files {
 		var digest string
 		if opts.link {
@@ -297,7 +293,9 @@ func copySparse(out, src *os.File, size int64, h hash.Hash) error {
 	buf := make([]byte, copyBlock)
 	for off := int64(0); off < size; {
 		data, hole := nextExtent(src, off, size)
-		hashZeros(h, data-off)
+		if err := hashZeros(h, data-off); err != nil {
+			return err
+		}
 		for p := data; p < hole; {
 			n := int(min(int64(len(buf)), hole-p))
 			if _, err := src.ReadAt(buf[:n], p); err != nil {
@@ -306,7 +304,9 @@ func copySparse(out, src *os.File, size int64, h hash.Hash) error {
 				}
 				return err
 			}
-			h.Write(buf[:n])
+			if _, err := h.Write(buf[:n]); err != nil { // a countingHash fails once interrupted
+				return err
+			}
 			if out != nil && !bytes.Equal(buf[:n], zeroBlock[:n]) {
 				if _, err := out.WriteAt(buf[:n], p); err != nil {
 					return err
@@ -319,12 +319,15 @@ func copySparse(out, src *os.File, size int64, h hash.Hash) error {
 	return nil
 }
 
-func hashZeros(h hash.Hash, n int64) {
+func hashZeros(h hash.Hash, n int64) error {
 	for n > 0 {
 		k := min(n, int64(len(zeroBlock)))
-		h.Write(zeroBlock[:k])
+		if _, err := h.Write(zeroBlock[:k]); err != nil {
+			return err
+		}
 		n -= k
 	}
+	return nil
 }
 
 // afterCopyHook, when set, runs after each artifact is copied, where the

@@ -33,17 +33,26 @@ func (s *Store) Generation(id GenerationID) (Generation, error) {
 func (s *Store) Generations() ([]Generation, error) {
 	var out []Generation
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketGenerations)
-		return b.ForEach(func(k, _ []byte) error {
-			var g Generation
-			if _, err := getJSON(b, k, &g); err != nil {
-				return err
-			}
+		return forEachGeneration(tx, func(g Generation) error {
 			out = append(out, g)
 			return nil
 		})
 	})
 	return out, err
+}
+
+// forEachGeneration passes every generation record in tx to fn, oldest
+// first. A record that does not decode, or an error of fn, ends the walk
+// and is returned.
+func forEachGeneration(tx *bolt.Tx, fn func(Generation) error) error {
+	b := tx.Bucket(bucketGenerations)
+	return b.ForEach(func(k, _ []byte) error {
+		var g Generation
+		if _, err := getJSON(b, k, &g); err != nil {
+			return err
+		}
+		return fn(g)
+	})
 }
 
 // Key returns the record of key keyID, or ErrNotFound (ErrInvalidID for a

@@ -12,6 +12,11 @@ const (
 	// Tombstoned: quarantined; no new leases, granted leases keep working.
 	// Lift returns it to Published; Retire moves it on to Retiring.
 	Tombstoned GenerationState = "tombstoned"
+	// Retiring: a tombstoned generation whose retirement intent is recorded.
+	// It gets no new leases and cannot be lifted; its payload stays readable
+	// until its last lease is released or Exited, then it is deleted. Its
+	// Exited leases stay, naming it, until each is released.
+	Retiring GenerationState = "retiring"
 )
 
 // Artifact describes one payload file of a generation.
@@ -23,6 +28,13 @@ type Artifact struct {
 
 // Tombstone records who quarantined a generation and when.
 type Tombstone struct {
+	At  time.Time `json:"at"`
+	UID uint32    `json:"uid"` // the caller's user ID
+}
+
+// RetirementIntent records who asked for a generation's retirement and
+// when. It is the durable source of truth for the deletion that follows.
+type RetirementIntent struct {
 	At  time.Time `json:"at"`
 	UID uint32    `json:"uid"` // the caller's user ID
 }

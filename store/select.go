@@ -1,10 +1,7 @@
 package store
 
 import (
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -40,152 +37,70 @@ func (s *Store) AcquireLeaseByKey(keyID, cloneID string) (lease Lease, created b
 	if err := ValidateKeyID(keyID); err != nil {
 		return Lease{}, false, err
 	}
-	if err := ValidateCloneID(cloneID); err != nil {
-		return Lease{}, false, err
-	}
-	launch, err := newLaunchID()
-	if err != nil {
-		return Lease{}, false, err
-	}
-	facts, factsErr := s.host.Facts()
-	err = s.commits.update(func(tx *bolt.Tx) error {
-		found, err := getJSON(tx.Bucket(bucketLeases), []byte(cloneID), &lease)
-		if err != nil {
-			return err
-		}
-		if found {
-			if lease.KeyID != keyID {
-				return fmt.Errorf("lease %q is on generation %s of key %s, not key %s: %w", cloneID, lease.Generation, lease.KeyID, keyID, ErrLeaseConflict)
+	return s.acquire(s.commits.update, cloneID, acquireRoute{
+		key: keyID,
+		held: func(l Lease) error {
+			if l.KeyID != keyID {
+				return fmt.Errorf("lease %q is on generation %s of key %s, not key %s: %w", cloneID, l.Generation, l.KeyID, keyID, ErrLeaseConflict)
 			}
-			return errUnchanged
-		}
-		if factsErr != nil {
-			return fmt.Errorf("lease %q on key %s: read host facts: %w", cloneID, keyID, factsErr)
-		}
-		set, err := readSettings(tx)
-		if err != nil {
-			return err
-		}
-		kg := tx.Bucket(bucketKeyGenerations).Bucket([]byte(keyID))
-		if kg == nil {
-			return fmt.Errorf("key %s: %w", keyID, ErrNotFound)
-		}
-		var (
-			why      []string
-			newest   Generation
-			youngest time.Duration
-			chosen   bool
-		)
-		c := kg.Cursor()
-		// Last publication first, so that on equal ages it is kept.
-		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
-			g, err := getGeneration(tx, GenerationID(binary.BigEndian.Uint64(k)))
-			if err != nil {
-				return err
-			}
-			if err := leasable(g); err != nil {
-				why = append(why, fmt.Sprintf("%s %s", g.ID, g.State))
-				continue
-			}
-			e := evaluate(g.Anchors, facts, set)
-			if !e.Eligible {
-				why = append(why, fmt.Sprintf("%s %s", g.ID, e.Reason))
-				continue
-			}
-			if !chosen || e.Age < youngest {
-				newest, youngest, chosen = g, e.Age, true
-			}
-		}
-		if chosen {
-			lease, err = s.grantLease(tx, newest, cloneID, launch)
-			return err
-		}
-		if len(why) == 0 {
-			return fmt.Errorf("lease %q on key %s: %w: every generation of the key has been retired", cloneID, keyID, ErrIneligible)
-		}
-		if n := len(why); n > maxReasons {
-			why = append(why[:maxReasons], fmt.Sprintf("and %d older", n-maxReasons))
-		}
-		return fmt.Errorf("lease %q on key %s: %w: no eligible generation: %s", cloneID, keyID, ErrIneligible, strings.Join(why, "; "))
+			return nil
+		},
+		choose: func(tx *bolt.Tx, facts HostFacts, factsErr error) (Generation, error) {
+			return newestEligible(tx, keyID, cloneID, facts, factsErr)
+		},
 	})
-	switch {
-	case errors.Is(err, errUnchanged):
-		return lease, false, nil
-	case err != nil:
-		return Lease{}, false, err
-	}
-	failpoint("lease-committed")
-	s.log.Info("lease acquired", "clone", cloneID, "key", keyID, "generation", lease.Generation.String(), "seq", lease.Seq)
-	s.emit(Event{Kind: EventLeaseCreated, Generation: lease.Generation, KeyID: keyID, CloneID: cloneID, LeaseSeq: lease.Seq})
-	return lease, true, nil
 }
 
-// leasable refuses a generation that may not get new leases by state.
-func leasable(g Generation) error {
-	switch g.State {
-	case Published:
-		return nil
-	case Retiring:
-		return fmt.Errorf("generation %s: %w", g.ID, ErrRetiring)
-	default:
-		return fmt.Errorf("generation %s: %w", g.ID, ErrTombstoned)
-	}
-}
-
-// checkEligible refuses g unless it may get a new lease now: published
-// (leasable) and inside its restore window (evaluate).
-func checkEligible(tx *bolt.Tx, g Generation, facts HostFacts, factsErr error) error {
-	if err := leasable(g); err != nil {
-		return err
-	}
+// newestEligible picks the generation AcquireLeaseByKey grants cloneID a
+// lease on: the youngest published and eligible generation of key keyID.
+// Errors: ErrNotFound (no such key), ErrIneligible (the message lists
+// each generation and why), the host facts' read error.
+func newestEligible(tx *bolt.Tx, keyID, cloneID string, facts HostFacts, factsErr error) (Generation, error) {
 	if factsErr != nil {
-		return fmt.Errorf("read host facts: %w", factsErr)
+		return Generation{}, fmt.Errorf("lease %q on key %s: read host facts: %w", cloneID, keyID, factsErr)
 	}
 	set, err := readSettings(tx)
 	if err != nil {
-		return err
+		return Generation{}, err
 	}
-	if e := evaluate(g.Anchors, facts, set); !e.Eligible {
-		return fmt.Errorf("generation %s: %w: %s", g.ID, ErrIneligible, e.detail())
+	kg := tx.Bucket(bucketKeyGenerations).Bucket([]byte(keyID))
+	if kg == nil {
+		return Generation{}, fmt.Errorf("key %s: %w", keyID, ErrNotFound)
 	}
-	return nil
-}
-
-// grantLease writes a new Reserved lease of cloneID on g and its index
-// row, assigning the next fencing sequence number.
-func (s *Store) grantLease(tx *bolt.Tx, g Generation, cloneID, launch string) (Lease, error) {
-	leases := tx.Bucket(bucketLeases)
-	seq, err := leases.NextSequence()
-	if err != nil {
-		return Lease{}, err
+	var (
+		why      []string
+		newest   Generation
+		youngest time.Duration
+		chosen   bool
+	)
+	c := kg.Cursor()
+	// Last publication first, so that on equal ages it is kept.
+	for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+		g, err := getGeneration(tx, GenerationID(binary.BigEndian.Uint64(k)))
+		if err != nil {
+			return Generation{}, err
+		}
+		if err := leasable(g); err != nil {
+			why = append(why, fmt.Sprintf("%s %s", g.ID, g.State))
+			continue
+		}
+		e := evaluate(g.Anchors, facts, set)
+		if !e.Eligible {
+			why = append(why, fmt.Sprintf("%s %s", g.ID, e.Reason))
+			continue
+		}
+		if !chosen || e.Age < youngest {
+			newest, youngest, chosen = g, e.Age, true
+		}
 	}
-	lease := Lease{
-		CloneID:    cloneID,
-		Generation: g.ID,
-		KeyID:      g.KeyID,
-		Seq:        seq,
-		LaunchID:   launch,
-		CreatedAt:  s.now().UTC(),
-		State:      Reserved,
+	if chosen {
+		return newest, nil
 	}
-	if err := putJSON(leases, []byte(cloneID), lease); err != nil {
-		return Lease{}, err
+	if len(why) == 0 {
+		return Generation{}, fmt.Errorf("lease %q on key %s: %w: every generation of the key has been retired", cloneID, keyID, ErrIneligible)
 	}
-	gl, err := tx.Bucket(bucketGenerationLeases).CreateBucketIfNotExists(genKey(g.ID))
-	if err != nil {
-		return Lease{}, err
+	if n := len(why); n > maxReasons {
+		why = append(why[:maxReasons], fmt.Sprintf("and %d older", n-maxReasons))
 	}
-	if err := gl.Put([]byte(cloneID), nil); err != nil {
-		return Lease{}, err
-	}
-	return lease, s.leasesChanged(tx, g.ID)
-}
-
-// newLaunchID returns 16 random bytes as lowercase hex.
-func newLaunchID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("launch ID: %w", err)
-	}
-	return hex.EncodeToString(b[:]), nil
+	return Generation{}, fmt.Errorf("lease %q on key %s: %w: no eligible generation: %s", cloneID, keyID, ErrIneligible, strings.Join(why, "; "))
 }

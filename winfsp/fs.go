@@ -26,10 +26,11 @@ const noHandle = ^uint64(0)
 type handle struct {
 	node leasefs.Node
 	h    leasefs.Handle
-	// path is the path it was opened at, and attr a payload's attributes
-	// at open (Getattr, heldAttr); zero otherwise.
-	path string
-	attr leasefs.Attr
+	// path is the path it was opened at, and attr its attributes at open
+	// (leasefs.FS.OpenAttr, for Getattr's fallback: heldAttr), if hasAttr.
+	path    string
+	attr    leasefs.Attr
+	hasAttr bool
 }
 
 // fileSystem is the cgofuse FileSystemInterface over one leasefs.FS. Every
@@ -92,17 +93,20 @@ func (f *fileSystem) refuse(op, p string, err error) int {
 }
 
 // add records open handle h of n, opened at path p, and returns its
-// number. A payload's handle also takes the node's attributes, for
-// Getattr (from another open handle of n, else from leasefs now); if they
-// cannot be read, its file is closed and add returns the errno.
+// number, with the handle's attributes at open, for Getattr: a payload's
+// from another open handle of n (payloads never change), else from
+// leasefs.FS.OpenAttr now. If a payload's cannot be read, its file is
+// closed and add returns the errno; any other handle then just has none.
 func (f *fileSystem) add(n leasefs.Node, p string, h leasefs.Handle) (int, uint64) {
 	attr, held := leasefs.Attr{}, false
 	if h.File != nil {
-		attr, held = f.heldAttr(n, "")
+		attr, held = f.payloadAttr(n)
 	}
-	if h.File != nil && !held {
+	if !held {
 		var err error
-		if attr, err = f.lfs.Attr(n); err != nil {
+		attr, err = f.lfs.OpenAttr(n, h)
+		held = err == nil
+		if h.File != nil && err != nil {
 			h.File.Close()
 			return errnoOf(err), noHandle
 		}
@@ -110,17 +114,33 @@ func (f *fileSystem) add(n leasefs.Node, p string, h leasefs.Handle) (int, uint6
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.next++
-	f.handles[f.next] = &handle{node: n, path: rel(p), h: h, attr: attr}
+	f.handles[f.next] = &handle{node: n, path: rel(p), h: h, attr: attr, hasAttr: held}
 	return 0, f.next
 }
 
-// heldAttr returns the attributes of a payload open at node n or at path
-// p (as opened: libfuse keeps the old daemon's paths), if one is.
-func (f *fileSystem) heldAttr(n leasefs.Node, p string) (leasefs.Attr, bool) {
+// payloadAttr returns the attributes of a payload open at node n, if one is.
+func (f *fileSystem) payloadAttr(n leasefs.Node) (leasefs.Attr, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, h := range f.handles {
-		if h.h.File != nil && (h.node == n || h.path == p) {
+		if h.h.File != nil && h.node == n {
+			return h.attr, true
+		}
+	}
+	return leasefs.Attr{}, false
+}
+
+// heldAttr returns the attributes at open of handle fh, else of a file
+// open at node n or at path p (as opened: libfuse keeps the old daemon's
+// paths), if one is and has them.
+func (f *fileSystem) heldAttr(fh uint64, n leasefs.Node, p string) (leasefs.Attr, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if h, ok := f.handles[fh]; ok && fh != noHandle && h.hasAttr {
+		return h.attr, true
+	}
+	for _, h := range f.handles {
+		if h.hasAttr && (h.node == n || h.path == p) {
 			return h.attr, true
 		}
 	}
@@ -188,11 +208,11 @@ func (f *fileSystem) Statfs(p string, st *fuse.Statfs_t) int {
 
 // Getattr reports leasefs.FS.Attr of the open handle's node, else of the
 // path's. When leasefs cannot answer (the daemon has detached:
-// leasefs.ErrDetached, or the generation was retired) and a payload is
-// open at that node or path, it answers from the attributes taken at that
-// open (heldAttr): payloads never change, and fstat(2), which reaches
-// libfuse without a handle, and the kernel's revalidation before a read
-// (auto_inval_data) must keep working on an open payload.
+// leasefs.ErrDetached, or the generation was retired) and a file is open
+// at that handle, node or path, it answers from the attributes taken at
+// that open (heldAttr: the size of its text or snapshot): fstat(2), which
+// reaches libfuse without a handle, and the kernel's revalidation before
+// a read (auto_inval_data) must keep working on every file still served.
 func (f *fileSystem) Getattr(p string, st *fuse.Stat_t, fh uint64) int {
 	if f.requests != nil {
 		f.requests.Add(1)
@@ -203,7 +223,7 @@ func (f *fileSystem) Getattr(p string, st *fuse.Stat_t, fh uint64) int {
 		a, err = f.lfs.Attr(n)
 	}
 	if err != nil {
-		held, ok := f.heldAttr(n, rel(p))
+		held, ok := f.heldAttr(fh, n, rel(p))
 		if !ok {
 			return errnoOf(err)
 		}

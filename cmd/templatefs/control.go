@@ -115,10 +115,11 @@ func handOver(cmd command, op storeOp, inUse error, view *progressView, stdout, 
 // open, so that publish, fsck, settings and verify work while it is
 // mounted: each operation a command hands over runs on st with the code
 // the command runs offline (serveControl). It returns stop, which stops
-// taking new operations (the socket is closed and removed) and waits for
-// those in flight to finish, however long (a verify of a large store
-// reads every payload byte); call it before st is closed. It may be
-// called more than once. Where the
+// taking new operations (the socket is closed and removed), ends the long
+// step of any operation in flight (store.Interrupt: a publication's copy,
+// a digest check; its client is told ErrInterrupted and nothing it had
+// not committed stays) and waits for those operations to return; call it
+// before st is closed. It may be called more than once. Where the
 // control channel is not supported (Windows) stop does nothing and
 // commands refuse while the store is mounted, as before.
 func startControl(st *store.Store) (stop func(), err error) {
@@ -131,7 +132,7 @@ func startControl(st *store.Store) (stop func(), err error) {
 		return nil, err
 	}
 	slog.Info("control socket ready: publish, fsck, settings and verify run through this daemon", "socket", control.SocketPath(st.Dir()))
-	return srv.Stop, nil
+	return func() { st.Interrupt(); srv.Stop() }, nil
 }
 
 // serveControl returns the handler of st's control socket: it parses the
@@ -147,6 +148,9 @@ func serveControl(st *store.Store) control.Handler {
 		stdout, stderr := w.Stdout(), w.Stderr()
 		op, err := cmd.prepare(fl, req.Args)
 		if err == nil {
+			err = sameStore(op.dir, st.Dir())
+		}
+		if err == nil {
 			out := opOutput{stdout: stdout, online: true, progress: func(label string) store.Progress {
 				if !w.WantsProgress() {
 					return nil
@@ -157,6 +161,21 @@ func serveControl(st *store.Store) control.Handler {
 		}
 		return exitStatus(cmd, fl, err, stdout, stderr), nil
 	}
+}
+
+// sameStore refuses an operation on dir unless dir is served, the store
+// the daemon has open (served is absolute and has no symbolic links): the
+// CLI always hands an operation to its own store's daemon, so another
+// STORE in a request is a client's mistake, refused changing nothing.
+func sameStore(dir, served string) error {
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil || abs != served {
+		return fmt.Errorf("this daemon serves the store %s, not %s", served, dir)
+	}
+	return nil
 }
 
 // daemonCommands are the commands a daemon runs for a client.

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/creack/pty"
@@ -322,4 +323,40 @@ func TestDaemonDiesDuringOperation(t *testing.T) {
 	if out := harness.Lines(harness.Run(t, publish...)); len(out) == 0 || out[len(out)-1] != "g000002" {
 		t.Errorf("publish through a new daemon printed %q; want g000002 (g000001 was burnt)", out)
 	}
+}
+
+// TestDaemonRefusesOtherStore: a request naming another STORE than the
+// daemon's own is refused, and neither store changes; a FIFO given as the
+// class is refused before anything reads it, offline and online alike
+// (a daemon reading it would block its own stop).
+func TestDaemonRefusesOtherStore(t *testing.T) {
+	harness.RequireFUSE(t)
+	dir := twinStores(t)
+	on, off := filepath.Join(dir, "on", "store"), filepath.Join(dir, "off", "store")
+	before := harness.Run(t, "settings", off)
+	d := harness.StartMount(t, on, filepath.Join(dir, "on", "mnt"))
+	var stdout, stderr bytes.Buffer
+	code, err := control.Call(on, control.Request{Command: "settings", Args: []string{"--restore-window=1h", "--", off}}, &stdout, &stderr, nil)
+	if err != nil || code != 1 || !strings.Contains(stderr.String(), "this daemon serves the store") {
+		t.Errorf("settings of %s through the daemon of %s: exit %d, %v, stderr %q; want exit 1, refused", off, on, code, err, stderr.String())
+	}
+	d.Stop()
+	if after := harness.Run(t, "settings", off); after != before {
+		t.Errorf("settings of %s changed by a refused request:\n%s\nwant\n%s", off, after, before)
+	}
+	fifo := filepath.Join(dir, "class.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	capture := filepath.Join(dir, "cap", "capture")
+	for _, mounted := range []bool{false, true} {
+		if mounted {
+			d = harness.StartMount(t, on, filepath.Join(dir, "on", "mnt"))
+		}
+		r := harness.RunStatus(t, "publish", "--class", fifo, on, capture)
+		if r.Code != 1 || !strings.Contains(r.Stderr, "not a regular file") {
+			t.Errorf("publish --class FIFO (mounted %t): %v; want exit 1, not a regular file", mounted, r)
+		}
+	}
+	d.Stop()
 }

@@ -13,6 +13,7 @@ import (
 // TestDaemonRelease: release runs the registered stops once, last first,
 // while the store is still open, then detaches leasefs and closes the
 // store, so another Open takes the lock; a second release does nothing.
+// While it runs, waitingFor names the stops not returned yet.
 func TestDaemonRelease(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	if err := store.Init(dir); err != nil {
@@ -27,22 +28,36 @@ func TestDaemonRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	var order []string
+	waiting := map[string][]string{"exits": {"exits", "control", detachStep}, "control": {"control", detachStep}}
 	for _, name := range []string{"control", "exits"} {
-		d.OnStop(func() {
+		d.OnStop(name, func() {
 			if _, err := st.Generations(); err != nil {
 				t.Errorf("stop %s: the store is already closed: %v", name, err)
 			}
 			if d.lfs.Detached() {
 				t.Errorf("stop %s: leasefs is already detached", name)
 			}
+			if got := d.waitingFor(); !slices.Equal(got, waiting[name]) {
+				t.Errorf("stop %s: waitingFor() = %q, want %q", name, got, waiting[name])
+			}
 			order = append(order, name)
 		})
+	}
+	if got := d.waitingFor(); len(got) != 0 {
+		t.Errorf("waitingFor() before release = %q, want none", got)
 	}
 	if _, err := store.Open(dir, store.Options{}); err == nil {
 		t.Fatal("a second Open succeeded while the daemon holds the store")
 	}
-	d.release()
-	d.release()
+	if err := d.release(); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if err := d.release(); err != nil {
+		t.Fatalf("second release: %v", err)
+	}
+	if got := d.waitingFor(); len(got) != 0 {
+		t.Errorf("waitingFor() after release = %q, want none", got)
+	}
 	if want := []string{"exits", "control"}; !slices.Equal(order, want) {
 		t.Errorf("stops ran %q, want %q once", order, want)
 	}

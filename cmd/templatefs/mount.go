@@ -1,15 +1,19 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
+	"templatefs/internal/control"
 	"templatefs/leasefs"
 	"templatefs/store"
 )
@@ -44,7 +48,7 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	if superviseUnderSystemd() {
 		return supervise()
 	}
-	st, err := store.Open(pos[0], store.Options{})
+	st, err := openForMount(pos[0])
 	if err != nil {
 		return err
 	}
@@ -59,15 +63,53 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	// Services that take operations on the store start here and register
 	// their stop with d.OnStop (stops run latest first: the control socket
 	// stops taking commands before exit tracking ends).
-	d.OnStop(st.TrackExits())            // leases follow their processes (store/exits.go)
-	stopControl, err := startControl(st) // commands on the store run through this daemon until stopControl
+	d.OnStop("exit tracking", st.TrackExits()) // leases follow their processes (store/exits.go)
+	stopControl, err := startControl(st)       // commands on the store run through this daemon until stopControl
 	if err != nil {
 		return err
 	}
-	d.OnStop(stopControl)
+	d.OnStop("control operations in flight", stopControl)
 	return serve(d, pos[1], cfg, func() {
 		fmt.Fprintf(stdout, "mounted %s at %s\n", pos[0], pos[1])
 	})
+}
+
+// takeoverWait bounds how long mount waits for the store's lock, and
+// liveWait how long it waits while a daemon answers on the store's
+// control socket: a daemon that got SIGTERM stops serving the socket
+// within moments and releases the lock a moment later, so `kill -TERM
+// OLD; templatefs mount STORE MNT` takes over at once, while a second
+// mount of a store a live daemon serves is refused after liveWait.
+const (
+	takeoverWait = 10 * time.Second
+	liveWait     = time.Second
+)
+
+// openForMount opens the store in dir for a daemon, waiting while the
+// store is in use (takeoverWait, liveWait) for a stopping daemon or a
+// command to let it go.
+func openForMount(dir string) (*store.Store, error) {
+	start := time.Now()
+	var served time.Time // since when a daemon has answered, continuously
+	for {
+		st, err := store.Open(dir, store.Options{})
+		if !errors.Is(err, store.ErrStoreInUse) {
+			return st, err
+		}
+		now := time.Now()
+		switch {
+		case !control.Serving(dir):
+			served = time.Time{}
+		case served.IsZero():
+			served = now
+		case now.Sub(served) > liveWait:
+			return nil, err
+		}
+		if now.Sub(start) > takeoverWait {
+			return nil, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // daemon is one serving `templatefs mount`: its store, the namespace over
@@ -75,38 +117,84 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 type daemon struct {
 	st    *store.Store
 	lfs   *leasefs.FS // nil until made
-	stops []func()
+	stops []namedStop
 
 	once sync.Once // release runs once
+	err  error     // release's result
+
+	mu      sync.Mutex
+	pending []string // what release still waits for, while it runs
 }
+
+// namedStop is a stop registered with OnStop, named for the log.
+type namedStop struct {
+	name string
+	stop func()
+}
+
+// detachStep and closeStep name release's last two steps: the wait in
+// leasefs.FS.Detach, and store.Close.
+const (
+	detachStep = "file system calls in flight"
+	closeStep  = "the store to close"
+)
 
 // OnStop registers stop to run when the daemon stops taking operations:
 // at the first SIGINT or SIGTERM, or when runMount returns. stop must
 // return only once it no longer touches the store (it may wait for the
 // operation in flight): the store is closed right after. Stops run in the
-// reverse order of registration, before leasefs is detached.
-func (d *daemon) OnStop(stop func()) { d.stops = append(d.stops, stop) }
+// reverse order of registration, before leasefs is detached. name says
+// what a stop that has not returned yet is waiting for ("control
+// operations in flight"): a further signal logs it (pending).
+func (d *daemon) OnStop(name string, stop func()) {
+	d.stops = append(d.stops, namedStop{name, stop})
+}
 
 // release stops the daemon touching its store and closes it, once: the
 // registered stops, then leasefs.FS.Detach (the mount's entry points fail
 // with ENOTCONN from then on; open payload files keep reading), then
 // store.Close, which drops the index and the lock, so a new daemon can
 // open the store. serve calls it right after detaching the mount; a
-// second call does nothing.
-func (d *daemon) release() {
+// later call does nothing and returns the first one's result: the
+// store's close error (logged).
+func (d *daemon) release() error {
 	d.once.Do(func() {
+		steps := make([]string, 0, len(d.stops)+1)
 		for i := len(d.stops) - 1; i >= 0; i-- {
-			d.stops[i]()
+			steps = append(steps, d.stops[i].name)
 		}
+		steps = append(steps, detachStep)
+		for i := len(d.stops) - 1; i >= 0; i-- {
+			d.setPending(steps)
+			d.stops[i].stop()
+			steps = steps[1:]
+		}
+		d.setPending(steps)
 		if d.lfs != nil {
 			d.lfs.Detach()
 		}
-		if err := d.st.Close(); err != nil {
-			slog.Error("close store", "store", d.st.Dir(), "err", err)
-			return
+		d.setPending([]string{closeStep})
+		if d.err = d.st.Close(); d.err != nil {
+			slog.Error("close store", "store", d.st.Dir(), "err", d.err)
 		}
-		slog.Info("store released: a new daemon may open it", "store", d.st.Dir())
+		d.setPending(nil)
 	})
+	return d.err
+}
+
+func (d *daemon) setPending(steps []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pending = steps
+}
+
+// waitingFor names what a running release still waits for, in its order:
+// the stops not returned yet, then the file system calls in flight, then
+// the store's close; none before release starts or after it returned.
+func (d *daemon) waitingFor() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.pending)
 }
 
 // checkMountpoint refuses a mountpoint inside the store (the mount would

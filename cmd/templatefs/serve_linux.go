@@ -55,8 +55,10 @@ type mounted interface {
 // lock closed), so a new daemon can mount the same store on the same
 // mountpoint while clones keep reading the payload files they have open.
 // The old daemon serves those reads, and nothing else, until the kernel
-// lets go of the detached mount. A further signal logs what it still
-// serves and makes it exit as soon as no file of the mount is open.
+// lets go of the detached mount. Every further signal is logged at once
+// with what the daemon still waits for (the stops still running, such as
+// control operations in flight, and the open files) and makes it exit as
+// soon as the store is released and no file of the mount is open.
 func serve(d *daemon, mnt string, cfg mountConfig, ready func()) error {
 	sig := make(chan os.Signal, 4)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -83,11 +85,47 @@ func serve(d *daemon, mnt string, cfg mountConfig, ready func()) error {
 	case s := <-sig:
 		notify(notifyStopping, "STATUS=stopping on "+s.String())
 		d.lfs.EndEvents() // a reader blocked on MNT/events gets EOF and lets the mount go
-		unmount(m, mnt, dev, s)
-		d.release()
+		released := make(chan error, 1)
+		go func() {
+			unmount(m, mnt, dev, s)
+			released <- d.release()
+		}()
+		again := false
+		for waiting := true; waiting; {
+			select {
+			case err := <-released:
+				waiting = false
+				if err == nil {
+					slog.Info("store released: a new daemon may open it", "store", d.st.Dir())
+				}
+			case s := <-sig:
+				again = true
+				steps := d.waitingFor()
+				if len(steps) == 0 {
+					steps = []string{"the unmount"} // release has not started yet
+				}
+				logStillWaiting(m, mnt, s, steps)
+			}
+		}
 		notify(notifyReleased, "STATUS=store released; serving the payload files still open")
+		return drain(m, mnt, sig, again)
 	}
-	return drain(m, mnt, sig)
+}
+
+// logStillWaiting logs a further signal s of a stopping daemon: what it
+// still waits for before the store is released (steps, from
+// daemon.waitingFor), and the files of the mount still open.
+func logStillWaiting(m mounted, mnt string, s os.Signal, steps []string) {
+	payload, other := m.openFiles()
+	msg := fmt.Sprintf("stopping: still serving %d open payload files and %d other open files; exiting when none is open", payload, other)
+	status := fmt.Sprintf("STATUS=store released; waiting for %d open payload files", payload)
+	if len(steps) > 0 {
+		msg = fmt.Sprintf("stopping: waiting for %s to stop before releasing the store; still serving %d open payload files and %d other open files; exiting when none is open",
+			strings.Join(steps, ", "), payload, other)
+		status = "STATUS=stopping; waiting for " + strings.Join(steps, ", ")
+	}
+	slog.Warn(msg, "signal", s.String(), "mountpoint", mnt)
+	notify(status)
 }
 
 // mount mounts lfs at mnt with cfg's backend.
@@ -135,26 +173,25 @@ func unmount(m mounted, mnt, dev string, s os.Signal) {
 }
 
 // drain waits, after the store is released, until the kernel lets go of
-// the detached mount. Each further signal logs what is still open and
-// makes drain return as soon as no file of the mount is open, even if the
-// kernel still holds the mount (a process's working directory, say).
-func drain(m mounted, mnt string, sig <-chan os.Signal) error {
+// the detached mount. A further signal (again: one came before the
+// release) logs what is still open and makes drain return as soon as no
+// file of the mount is open, even if the kernel still holds the mount (a
+// process's working directory, say).
+func drain(m mounted, mnt string, sig <-chan os.Signal, again bool) error {
 	var tick <-chan time.Time
 	for {
+		if again && tick == nil {
+			t := time.NewTicker(idlePoll)
+			defer t.Stop()
+			tick = t.C
+		}
 		select {
 		case <-m.ended():
 			slog.Info("unmounted", "mountpoint", mnt)
 			return nil
 		case s := <-sig:
-			payload, other := m.openFiles()
-			slog.Warn(fmt.Sprintf("stopping: still serving %d open payload files and %d other open files; exiting when none is open", payload, other),
-				"signal", s.String(), "mountpoint", mnt)
-			notify(fmt.Sprintf("STATUS=store released; waiting for %d open payload files", payload))
-			if tick == nil {
-				t := time.NewTicker(idlePoll)
-				defer t.Stop()
-				tick = t.C
-			}
+			again = true
+			logStillWaiting(m, mnt, s, nil)
 		case <-tick:
 		}
 		if payload, other := m.openFiles(); tick != nil && payload+other == 0 {

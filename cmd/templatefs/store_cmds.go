@@ -128,11 +128,22 @@ func preparePublish(fl *flag.FlagSet, args []string) (storeOp, error) {
 }
 
 func readClass(path string) (*templatekey.Class, error) {
+	// A FIFO or device would block the read (in a daemon, its stop too):
+	// only a regular file is read, checked before the open and again on
+	// the file opened.
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is a %v, not a regular file", path, fi.Mode().Type())
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%v)", path, err)
+	}
 	c, err := templatekey.DecodeClass(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

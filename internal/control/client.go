@@ -61,3 +61,14 @@ func Call(dir string, req Request, stdout, stderr io.Writer, progress func(Progr
 		}
 	}
 }
+
+// Serving reports whether a daemon answers on the control socket of the
+// store directory dir: it connects and hangs up at once, sending nothing.
+func Serving(dir string) bool {
+	conn, err := dialUnix(SocketPath(dir))
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
+}

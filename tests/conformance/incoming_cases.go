@@ -4,6 +4,7 @@ package conformance
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,17 +12,22 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"templatefs/internal/capturetest"
+	"templatefs/internal/hostclock"
+	"templatefs/store/manifest"
 	"templatefs/store/templatekey"
 )
 
 // testIncoming publishes a capture through incoming/ with real tools:
 // mkdir, cp --sparse=always, echo publish > ctl, cat status, ls, cmp, and
 // checks that holes are kept and that every refusal (no class.json, a bad
-// one, a missing artifact, a file open for writing, a second publish, a
-// bad name) leaves the store as it was.
+// one, a missing artifact, a hard-linked one, a file open for writing, a
+// second publish, a bad name) leaves the store as it was and uses up no
+// generation ID, and is logged with its reason once.
 func testIncoming(t *testing.T, b Backend) {
 	e := newEnv(t, b)
 	classFile := filepath.Join(t.TempDir(), "class.json")
@@ -96,6 +102,24 @@ func testIncoming(t *testing.T, b Backend) {
 	}
 	refused("publish while state.bin is open for writing", dir, syscall.EBUSY)
 	w.Close()
+	// A second name of an artifact, made on the store's disk (the mount
+	// makes no links): a bad capture, refused before an ID is reserved.
+	backing := filepath.Join(e.storeDir, "incoming", "cap1", "capture", "state.bin")
+	if err := os.Link(backing, backing+".other"); err != nil {
+		t.Fatal(err)
+	}
+	refused("publish with a hard-linked state.bin", dir, syscall.EINVAL)
+	if s := status(dir); !strings.Contains(s, "state.bin has 2 hard links") {
+		t.Errorf("status %q, want the reason naming state.bin and its 2 links", s)
+	}
+	if err := os.Remove(backing + ".other"); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(e.log.String(), "\n") {
+		if strings.Count(line, "publish incoming cap1:") > 1 {
+			t.Errorf("refusal logged with a repeated prefix: %s", line)
+		}
+	}
 
 	// The copy kept its holes, and SEEK_DATA finds the data.
 	var src syscall.Stat_t
@@ -134,7 +158,17 @@ func testIncoming(t *testing.T, b Backend) {
 	if got := e.names(dir); !slices.Equal(got, []string{"ctl", "status"}) {
 		t.Errorf("published incoming directory lists %q, want only ctl and status", got)
 	}
-	refused("a second publish", dir, syscall.EINVAL)
+	before := e.storeState()
+	wantErrno(t, "a second publish", publish(dir), syscall.EINVAL)
+	if s := status(dir); s != "published "+gen+"\n" {
+		t.Errorf("status after a second publish %q, want still published %s", s, gen)
+	}
+	if log := e.log.String(); !strings.Contains(log, "already published as "+gen) {
+		t.Errorf("second publish: no refusal naming %s logged:\n%s", gen, log)
+	}
+	if after := e.storeState(); after != before {
+		t.Errorf("a second publish changed the store:\n%s\n%s", before, after)
+	}
 	run("rmdir", e.path(dir))
 	if got := e.names("incoming"); len(got) != 0 {
 		t.Errorf("incoming lists %q after rmdir", got)
@@ -168,6 +202,90 @@ func testIncoming(t *testing.T, b Backend) {
 		t.Errorf("incoming/cap3 after a remount lists %q", got)
 	}
 	run("cmp", filepath.Join(e.capture, "state.bin"), e.path("incoming/cap3/state.bin"))
+}
+
+// testIncomingPublishRace: a `publish` while a publication of the same
+// directory runs (a 4 GiB sparse memory.bin takes seconds to hash) fails
+// at once with EBUSY, from the open of ctl, and changes nothing; the first
+// publication succeeds and status names its generation.
+func testIncomingPublishRace(t *testing.T, b Backend) {
+	e := newEnv(t, b)
+	o := manifest.SampleOptions{StateSizeBytes: 100_000, MemorySizeBytes: 4 << 30, CaptureUTC: hostclock.Now()}
+	capture := capturetest.Make(t, t.TempDir(), o)
+	class, err := json.Marshal(templatekey.SampleClass())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dir = "incoming/race"
+	if err := os.Mkdir(e.path(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path(dir+"/class.json"), class, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range entries {
+		if out, err := exec.Command("cp", "--sparse=always", filepath.Join(capture, a.Name()), e.path(dir)+"/").CombinedOutput(); err != nil {
+			t.Fatalf("cp %s: %v: %s", a.Name(), err, out)
+		}
+	}
+	status := func() string {
+		t.Helper()
+		data, err := os.ReadFile(e.path(dir + "/status"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	early, err := os.OpenFile(e.path(dir+"/ctl"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer early.Close()
+	first := exec.Command("sh", "-c", `echo publish > "$1"`, "sh", e.path(dir+"/ctl"))
+	var firstOut strings.Builder
+	first.Stdout, first.Stderr = &firstOut, &firstOut
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for status() != "publishing\n" {
+		if time.Now().After(deadline) {
+			t.Fatalf("status %q, never publishing", status())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := e.storeState()
+	second := exec.Command("sh", "-c", `echo publish > "$1"`, "sh", e.path(dir+"/ctl"))
+	out, err := second.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "busy") {
+		t.Errorf("second publish during a publication: %v: %s; want EBUSY; log:\n%s", err, out, e.log.String())
+	}
+	if after := e.storeState(); after != before {
+		t.Errorf("the second publish changed the store:\n%s\n%s", before, after)
+	}
+	_, earlyErr := early.Write([]byte("publish\n"))
+	t.Logf("publish through a ctl descriptor opened before the publication: %v", earlyErr)
+	if err := first.Wait(); err != nil {
+		t.Fatalf("first publish: %v: %s", err, firstOut.String())
+	}
+	if s := status(); s != "published g000004\n" {
+		t.Errorf("status after the first publication %q, want published g000004", s)
+	}
+	if got := e.names("generations"); !slices.Contains(got, "g000004") {
+		t.Errorf("generations lists %q, want g000004", got)
+	}
+	// A ctl descriptor opened before the publication: its write came
+	// after it (the kernel serializes writes to one file), or during it.
+	if !errors.Is(earlyErr, syscall.EINVAL) && !errors.Is(earlyErr, syscall.EBUSY) {
+		t.Errorf("publish through a ctl descriptor opened before the publication: %v, want EINVAL (already published) or EBUSY", earlyErr)
+	}
+	if s := status(); s != "published g000004\n" {
+		t.Errorf("status after a refused publish %q, want still published g000004", s)
+	}
 }
 
 // testIncomingOtherUser: another uid may list incoming/ but not make,

@@ -35,6 +35,7 @@ var cases = []struct {
 	{"OtherUser", testOtherUser},
 	{"ExitTracking", testExitTracking},
 	{"Incoming", testIncoming},
+	{"IncomingPublishRace", testIncomingPublishRace},
 	{"IncomingOtherUser", testIncomingOtherUser},
 	{"Events", testEvents},
 	{"LaunchBind", testLaunchBind},

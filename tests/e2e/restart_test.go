@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -131,7 +133,10 @@ func (c *clone) finish(t *testing.T) {
 // capture. In the variant "retire" the new daemon tombstones and retires
 // the generation while the clone reads (its payload files are unlinked);
 // in "second-signal" the old daemon gets SIGTERM again, logs the open
-// payload file it waits for, and exits once the clone is done.
+// payload file it waits for, and exits once the clone is done. In each,
+// cat, tail and wc then read descriptors of memory.bin, store, store.db,
+// status, ctl and events opened before the SIGTERM (their fstat answered
+// by the old daemon from the handle).
 func TestRestartWhileReading(t *testing.T) {
 	harness.RequireFUSE(t)
 	for _, b := range restartBackends() {
@@ -157,6 +162,7 @@ func testRestart(t *testing.T, mountArgs []string, variant string) {
 		t.Fatal(err)
 	}
 	defer ctl.Close()
+	tools := openForTools(t, memory, s.path("store"), s.path("store.db"), s.path("generations", gen, "status"), s.path("generations", gen, "ctl"), s.path("events"))
 
 	old.Signal(syscall.SIGTERM)
 	old.WaitLog(releasedLine, releaseTimeout)
@@ -196,8 +202,14 @@ func testRestart(t *testing.T, mountArgs []string, variant string) {
 		}
 	case "second-signal":
 		old.Signal(syscall.SIGTERM)
-		old.WaitLog("still serving 2 open payload files and 1 other open files", releaseTimeout) // the clone's and held; ctl
+		// the clone's, held and three for tools; ctl and three each of five files for tools
+		old.WaitLog("still serving 5 open payload files and 16 other open files", releaseTimeout)
 	}
+	want, err := os.ReadFile(filepath.Join(s.capture, "memory.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools.check(t, map[string][]byte{memory: want})
 	if fi, err := held.Stat(); err != nil || fi.Size() != 16<<20 {
 		t.Errorf("fstat of memory.bin held open (%s): %v, %v", variant, fi, err)
 	}
@@ -212,6 +224,130 @@ func testRestart(t *testing.T, mountArgs []string, variant string) {
 	}
 	d.Stop()
 	s.fsckClean(t)
+}
+
+// TestRestartKilled is what docs/systemd.md says of SIGKILL to a stopping
+// daemon: a payload read through FUSE passthrough (the daemon logged
+// mode=passthrough) keeps reading the same bytes from the backing file;
+// every request that needs the daemon (payload reads without
+// passthrough, text reads, fstat) fails with ENOTCONN.
+func TestRestartKilled(t *testing.T) {
+	harness.RequireFUSE(t)
+	for _, b := range restartBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			s := newSession(t, "--memory", restartMemory)
+			gen := s.publish(t)
+			old := harness.StartMount(t, s.store, s.mnt, b.args...)
+			memory, err := os.Open(s.path("generations", gen, "payload", "memory.bin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer memory.Close()
+			text, err := os.Open(s.path("store"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer text.Close()
+			want, err := os.ReadFile(filepath.Join(s.capture, "memory.bin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			old.Signal(syscall.SIGTERM)
+			old.WaitLog(releasedLine, releaseTimeout)
+			passthrough := strings.Contains(old.Log(), "mode=passthrough")
+			old.Kill()
+
+			got := make([]byte, 1<<20)
+			n, err := memory.ReadAt(got, 8<<20)
+			switch {
+			case passthrough && (err != nil || !bytes.Equal(got[:n], want[8<<20:9<<20])):
+				t.Errorf("passthrough read of memory.bin after SIGKILL: %d bytes, %v; want the capture's MiB 8", n, err)
+			case !passthrough && !errors.Is(err, syscall.ENOTCONN):
+				t.Errorf("read of memory.bin after SIGKILL, without passthrough: %d bytes, %v; want ENOTCONN", n, err)
+			}
+			if _, err := memory.Stat(); !errors.Is(err, syscall.ENOTCONN) {
+				t.Errorf("fstat of memory.bin after SIGKILL: %v, want ENOTCONN", err)
+			}
+			if _, err := text.Read(got); !errors.Is(err, syscall.ENOTCONN) {
+				t.Errorf("read of store after SIGKILL: %v, want ENOTCONN", err)
+			}
+			t.Logf("passthrough: %v", passthrough)
+			memory.Close()
+			text.Close()
+			s.fsckClean(t)
+		})
+	}
+}
+
+// heldForTools are descriptors opened before a daemon's stop, three per
+// file: for cat, tail and wc.
+type heldForTools map[string][3]*os.File
+
+// openForTools opens each path three times, read-only; the files are
+// closed at the end of the test, or by check.
+func openForTools(t *testing.T, paths ...string) heldForTools {
+	t.Helper()
+	h := heldForTools{}
+	for _, p := range paths {
+		var fds [3]*os.File
+		for i := range fds {
+			f, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			fds[i] = f
+		}
+		h[p] = fds
+	}
+	return h
+}
+
+// check runs cat, tail -c 64 and wc -c, each on its own descriptor of
+// each file (so each starts at offset 0 and fstats the descriptor first),
+// and closes them: each must succeed, and tail and wc must agree with
+// cat; a file in want must read as want. The events file ends (EOF) at
+// the stop; every other file must have something to read.
+func (h heldForTools) check(t *testing.T, want map[string][]byte) {
+	t.Helper()
+	for p, fds := range h {
+		name := filepath.Base(p)
+		cat := onDescriptor(t, fds[0], "cat <&3")
+		tail := onDescriptor(t, fds[1], "tail -c 64 <&3")
+		wc := strings.TrimSpace(string(onDescriptor(t, fds[2], "wc -c <&3")))
+		for _, f := range fds {
+			f.Close()
+		}
+		if w, ok := want[p]; ok && !bytes.Equal(cat, w) {
+			t.Errorf("cat of %s opened before the stop: %d bytes differ from the %d expected", name, len(cat), len(w))
+		}
+		if name != "events" && len(cat) == 0 {
+			t.Errorf("cat of %s opened before the stop read nothing", name)
+		}
+		if !bytes.HasSuffix(cat, tail) || len(tail) != min(64, len(cat)) {
+			t.Errorf("tail -c 64 of %s opened before the stop: %q, want the end of %d bytes cat read", name, tail, len(cat))
+		}
+		if wc != fmt.Sprint(len(cat)) {
+			t.Errorf("wc -c of %s opened before the stop: %s, cat read %d bytes", name, wc, len(cat))
+		}
+	}
+}
+
+// onDescriptor runs bash script with f as its descriptor 3 and returns
+// its standard output; a failure or a hang fails t.
+func onDescriptor(t *testing.T, f *os.File, script string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), harness.CommandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.ExtraFiles = []*os.File{f}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Errorf("%s on %s opened before the stop: %v: %s", script, f.Name(), err, stderr.String())
+	}
+	return out
 }
 
 // TestSignalWhileMounting sends SIGTERM at a range of moments while the

@@ -7,74 +7,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// errUnchanged rolls back an Update that found nothing to write, so a
-// retried call does not pay for a commit.
-var errUnchanged = errors.New("unchanged")
-
-// AcquireLease grants clone cloneID a lease on generation gen in one bbolt
-// transaction: it checks that the generation exists, is published and is
-// eligible (Eligibility, from host facts read just before the
-// transaction), assigns the next fencing sequence number and a random
-// 16-byte launch ID, and commits the record in state Reserved before
-// returning. created reports whether this call made the lease: a retry
-// with the same clone ID and generation returns the existing lease
-// unchanged (created false), even if the generation has since been
-// tombstoned or become ineligible. Errors: ErrInvalidID (clone ID, see
-// ValidateCloneID), ErrNotFound (generation), ErrLeaseConflict (the clone
-// holds a lease on another generation), ErrTombstoned, ErrRetiring,
-// ErrIneligible (the message gives the reason), the host's read error.
-//
-// The transaction is a group commit shared with concurrent acquisitions
-// (groupCommitter): it returns once its own record is durable.
-func (s *Store) AcquireLease(gen GenerationID, cloneID string) (lease Lease, created bool, err error) {
-	return s.acquireLease(gen, cloneID, s.commits.update)
-}
-
-// acquireLease is AcquireLease committing through update: the group
-// committer, or bolt.DB.Update as the serial baseline benchmarks compare
-// it with.
-func (s *Store) acquireLease(gen GenerationID, cloneID string, update func(func(*bolt.Tx) error) error) (lease Lease, created bool, err error) {
-	if err := ValidateCloneID(cloneID); err != nil {
-		return Lease{}, false, err
-	}
-	launch, err := newLaunchID()
-	if err != nil {
-		return Lease{}, false, err
-	}
-	facts, factsErr := s.host.Facts()
-	err = update(func(tx *bolt.Tx) error {
-		found, err := getJSON(tx.Bucket(bucketLeases), []byte(cloneID), &lease)
-		if err != nil {
-			return err
-		}
-		if found {
-			if lease.Generation != gen {
-				return fmt.Errorf("lease %q is on generation %s, not %s: %w", cloneID, lease.Generation, gen, ErrLeaseConflict)
-			}
-			return errUnchanged
-		}
-		g, err := getGeneration(tx, gen)
-		if err != nil {
-			return err
-		}
-		if err := checkEligible(tx, g, facts, factsErr); err != nil {
-			return fmt.Errorf("lease %q: %w", cloneID, err)
-		}
-		lease, err = s.grantLease(tx, g, cloneID, launch)
-		return err
-	})
-	switch {
-	case errors.Is(err, errUnchanged):
-		return lease, false, nil
-	case err != nil:
-		return Lease{}, false, err
-	}
-	failpoint("lease-committed")
-	s.log.Info("lease acquired", "clone", cloneID, "generation", gen.String(), "seq", lease.Seq)
-	s.emit(Event{Kind: EventLeaseCreated, Generation: gen, KeyID: lease.KeyID, CloneID: cloneID, LeaseSeq: lease.Seq})
-	return lease, true, nil
-}
-
 // ReleaseLease removes the lease of cloneID once its clone has verifiably
 // exited; a lease never expires by timeout. A Reserved lease is refused
 // with ErrLeaseReserved and stays: its clone may be starting, and only
@@ -161,11 +93,12 @@ func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
 // can change between the answer and a release; the release checks again.
 func (s *Store) CheckRelease(cloneID string, seq uint64) error {
 	l, err := s.Lease(cloneID)
+	if err == nil {
+		err = l.sameSeq(seq)
+	}
 	switch {
 	case err != nil:
 		return err
-	case seq != 0 && l.Seq != seq:
-		return fmt.Errorf("lease %q has sequence %d, not %d (released and acquired again): %w", cloneID, l.Seq, seq, ErrNotFound)
 	case l.State == Reserved:
 		return reservedRefusal(cloneID)
 	case l.State == Exited || l.Process == nil:
@@ -190,51 +123,52 @@ func refusal(p ProcessIdentity, verdict ExitVerdict) error {
 	return fmt.Errorf("%v: %w", p, ErrProcessAlive)
 }
 
-// Tombstone quarantines generation gen: in one transaction it sets the
-// state to Tombstoned and records the time and the caller's uid. New
-// leases are refused from then on; granted leases keep working. It is
-// idempotent: tombstoning a tombstoned or retiring generation returns its
-// record unchanged. Errors: ErrNotFound.
-func (s *Store) Tombstone(gen GenerationID, uid uint32) (Generation, error) {
-	g, changed, err := s.changeGeneration(faultTombstoneCommit, gen, func(g *Generation) error {
-		if g.State != Published {
+// beginRelease is ReleaseLease's first transaction. A Reserved lease is
+// refused (ErrLeaseReserved: only CancelLease ends it). An Exited lease is
+// deleted there (released is true). Any other is durably marked Releasing
+// before its process is checked; prior is the state to restore if the
+// check keeps the lease (Releasing itself restores to Bound).
+func (s *Store) beginRelease(cloneID string, seq uint64) (lease Lease, prior LeaseState, released bool, err error) {
+	err = s.update(faultReleaseBegin, func(tx *bolt.Tx) error {
+		var err error
+		if lease, err = readLeaseTx(tx, cloneID); err != nil {
+			return err
+		}
+		if err := lease.sameSeq(seq); err != nil {
+			return err
+		}
+		if lease.State == Reserved {
+			return reservedRefusal(cloneID)
+		}
+		if lease.Process == nil {
+			return fmt.Errorf("lease %q: state %s without a process record", cloneID, lease.State)
+		}
+		if lease.State == Exited {
+			released = true
+			return s.deleteLeaseRecord(tx, lease)
+		}
+		prior = lease.State
+		if prior == Releasing {
+			prior = Bound
 			return errUnchanged
 		}
-		g.State = Tombstoned
-		g.Tombstone = &Tombstone{At: s.now().UTC(), UID: uid}
-		return nil
+		lease.State, lease.UpdatedAt = Releasing, s.now().UTC()
+		return putJSON(tx.Bucket(bucketLeases), []byte(cloneID), lease)
 	})
-	if changed {
-		failpoint("tombstone-committed")
-		s.log.Info("generation tombstoned", "generation", gen.String(), "uid", uid)
-		s.emit(Event{Kind: EventTombstoned, Generation: gen, KeyID: g.KeyID})
+	if errors.Is(err, errUnchanged) {
+		err = nil
 	}
-	return g, err
+	return lease, prior, released, err
 }
 
-// changeGeneration applies change to generation gen's record in one
-// transaction and commits the result. change returns errUnchanged to keep
-// the record as it is (nothing is written; changed is false) or another
-// error to refuse (nothing is written; that error is returned). On success
-// or errUnchanged it returns the record as stored. Errors: ErrNotFound,
-// change's own, a failed commit's (at error point p).
-func (s *Store) changeGeneration(p faultPoint, gen GenerationID, change func(*Generation) error) (g Generation, changed bool, err error) {
-	err = s.update(p, func(tx *bolt.Tx) error {
-		var err error
-		if g, err = getGeneration(tx, gen); err != nil {
-			return err
-		}
-		if err := change(&g); err != nil {
-			return err
-		}
-		g.StateChangedAt = s.now().UTC()
-		return putJSON(tx.Bucket(bucketGenerations), genKey(gen), g)
-	})
-	switch {
-	case errors.Is(err, errUnchanged):
-		return g, false, nil
-	case err != nil:
-		return Generation{}, false, err
-	}
-	return g, true, nil
+// reservedRefusal is the error of a release of cloneID's Reserved lease.
+func reservedRefusal(cloneID string) error {
+	return fmt.Errorf("lease %q was never bound (write cancel to end it): %w", cloneID, ErrLeaseReserved)
+}
+
+// finishRelease deletes the lease checked by ReleaseLease. If the record
+// is gone or is another lease (another Seq), a concurrent release already
+// removed the checked one: nothing to do.
+func (s *Store) finishRelease(checked Lease) error {
+	return s.changeSameLease(faultReleaseFinish, checked, s.deleteLeaseRecord)
 }

@@ -9,17 +9,26 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Retiring: a tombstoned generation whose retirement intent is recorded.
-// It gets no new leases and cannot be lifted; its payload stays readable
-// until its last lease is released or Exited, then it is deleted. Its
-// Exited leases stay, naming it, until each is released.
-const Retiring GenerationState = "retiring"
-
-// RetirementIntent records who asked for a generation's retirement and
-// when. It is the durable source of truth for the deletion that follows.
-type RetirementIntent struct {
-	At  time.Time `json:"at"`
-	UID uint32    `json:"uid"` // the caller's user ID
+// Tombstone quarantines generation gen: in one transaction it sets the
+// state to Tombstoned and records the time and the caller's uid. New
+// leases are refused from then on; granted leases keep working. It is
+// idempotent: tombstoning a tombstoned or retiring generation returns its
+// record unchanged. Errors: ErrNotFound.
+func (s *Store) Tombstone(gen GenerationID, uid uint32) (Generation, error) {
+	g, changed, err := s.changeGeneration(faultTombstoneCommit, gen, func(g *Generation) error {
+		if g.State != Published {
+			return errUnchanged
+		}
+		g.State = Tombstoned
+		g.Tombstone = &Tombstone{At: s.now().UTC(), UID: uid}
+		return nil
+	})
+	if changed {
+		failpoint("tombstone-committed")
+		s.log.Info("generation tombstoned", "generation", gen.String(), "uid", uid)
+		s.emit(Event{Kind: EventTombstoned, Generation: gen, KeyID: g.KeyID})
+	}
+	return g, err
 }
 
 // Lift ends the quarantine of a tombstoned generation: in one transaction
@@ -84,6 +93,33 @@ func (s *Store) Retire(gen GenerationID, uid uint32) (Generation, error) {
 	return g, nil
 }
 
+// changeGeneration applies change to generation gen's record in one
+// transaction and commits the result. change returns errUnchanged to keep
+// the record as it is (nothing is written; changed is false) or another
+// error to refuse (nothing is written; that error is returned). On success
+// or errUnchanged it returns the record as stored. Errors: ErrNotFound,
+// change's own, a failed commit's (at error point p).
+func (s *Store) changeGeneration(p faultPoint, gen GenerationID, change func(*Generation) error) (g Generation, changed bool, err error) {
+	err = s.update(p, func(tx *bolt.Tx) error {
+		var err error
+		if g, err = getGeneration(tx, gen); err != nil {
+			return err
+		}
+		if err := change(&g); err != nil {
+			return err
+		}
+		g.StateChangedAt = s.now().UTC()
+		return putJSON(tx.Bucket(bucketGenerations), genKey(gen), g)
+	})
+	switch {
+	case errors.Is(err, errUnchanged):
+		return g, false, nil
+	case err != nil:
+		return Generation{}, false, err
+	}
+	return g, true, nil
+}
+
 // afterLeaseRemoved must be called after every committed transaction that
 // removed a lease record of generation gen (ReleaseLease and the like) or
 // made one Exited (exit tracking), outside any transaction and without
@@ -144,12 +180,7 @@ func (s *Store) removePayload(name string) error {
 func (s *Store) resumeRetirements() error {
 	var pending []GenerationID
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketGenerations)
-		return b.ForEach(func(k, _ []byte) error {
-			var g Generation
-			if _, err := getJSON(b, k, &g); err != nil {
-				return err
-			}
+		return forEachGeneration(tx, func(g Generation) error {
 			if g.State == Retiring && !hasLeases(tx, g.ID) {
 				pending = append(pending, g.ID)
 			}
