@@ -71,4 +71,14 @@
 // Between the kill and the record, the store already treats the lease's
 // process as gone (rm settles it, kill releases it), which the model
 // explains by ordering those operations after OpExit.
+//
+// # Launch IDs
+//
+// A process carries its launch ID from its start, before it opens a
+// payload: the test starts it in its own operation (OpSpawn) and has it
+// open in OpBind. A cancel reads /proc once, before its transaction, so
+// it may miss a process started while it runs (the model counts only
+// processes whose OpSpawn returned before the cancel was called). An
+// opener whose open bound its lease can die of a concurrent kill of that
+// lease before it reports: OpBind then returns ResultKilled.
 package concurrency
