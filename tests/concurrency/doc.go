@@ -5,11 +5,15 @@
 // A history is a list of porcupine.Operation whose Input is an Input and
 // whose Output is an Output: one per tree operation (create, unlink,
 // rename, rmdir, a write to a ctl file, readdir, a read of a status file)
-// or publication (store.Publish: the tree has no operation for it), with
+// or publication (`templatefs publish`: the tree has no operation for
+// it), a process binding a lease (an open with its launch ID, or `pid N`)
+// or ending (SIGKILL from the test), with
 // the times it was called and returned. Model is the sequential
 // specification those operations must be explainable by: the rules of
-// docs/tree.md and of the store calls behind them (store.AcquireLease,
-// ReleaseLease, Tombstone, Lift, Retire), with the errno each refusal maps
+// docs/tree.md and docs/leases.md and of the store calls behind them
+// (store.AcquireLease, BindLeaseSeq, BindLaunched, CancelLeaseSeq,
+// KillLeaseSeq, ReleaseLease, Tombstone, Lift, Retire, exit tracking),
+// with the errno each refusal maps
 // to in leasefs's error table.
 //
 // # Partitioning
@@ -48,10 +52,33 @@
 //
 // # Retirement
 //
-// A retiring generation whose last lease is gone is deleted by the store
-// in a transaction after the one that made it so, but before the call that
-// made it so returns (store.Retire, store.ReleaseLease). The model keeps
-// such a generation with a deadline, that call's return time: an
-// operation called later sees it gone, one called earlier may see it
-// either way (a nondeterministic step).
+// A retiring generation whose last lease is gone, or whose leases have
+// all exited, is deleted by the store in a transaction after the one that
+// made it so, but before the call that made it so returns (store.Retire,
+// store.ReleaseLease, CancelLease, KillLease). The model keeps such a
+// generation with a deadline, that call's return time: an operation
+// called later sees it gone, one called earlier may see it either way (a
+// nondeterministic step).
+//
+// # Exits
+//
+// The daemon records a bound lease exited when its process ends, and
+// then finishes a retirement that exit drained: asynchronously, after the
+// process is gone. The test's OpExit kills the process and returns only
+// once it has seen, through the mount, the lease exited (or gone) and
+// such a generation gone, so the model takes the process's end, the
+// exited record and the deletion as one step inside OpExit's interval.
+// Between the kill and the record, the store already treats the lease's
+// process as gone (rm settles it, kill releases it), which the model
+// explains by ordering those operations after OpExit.
+//
+// # Launch IDs
+//
+// A process carries its launch ID from its start, before it opens a
+// payload: the test starts it in its own operation (OpSpawn) and has it
+// open in OpBind. A cancel reads /proc once, before its transaction, so
+// it may miss a process started while it runs (the model counts only
+// processes whose OpSpawn returned before the cancel was called). An
+// opener whose open bound its lease can die of a concurrent kill of that
+// lease before it reports: OpBind then returns ResultKilled.
 package concurrency

@@ -20,7 +20,7 @@ type Op uint8
 
 // Operations, with the call that performs each (Input.Dir says where).
 const (
-	OpPublish    Op = iota + 1 // store.Publish: no tree operation publishes
+	OpPublish    Op = iota + 1 // `templatefs publish`, which the daemon runs (store.PublishWith): no tree operation publishes
 	OpAcquire                  // open(O_CREAT|O_EXCL) of <dir>/<gen>/leases/<clone>
 	OpRelease                  // unlink(2) of leases/<clone> or <dir>/<gen>/leases/<clone>: refused (EBUSY) for a reserved lease
 	OpTombstone                // rename(2) of generations/<gen> to tombstones/<gen>, or "tombstone" written to <dir>/<gen>/ctl
@@ -29,17 +29,26 @@ const (
 	OpList                     // readdir of <dir>/: generations/, tombstones/, retiring/ or leases/
 	OpListLeases               // readdir of <dir>/<gen>/leases
 	OpStatus                   // read of <dir>/<gen>/status
-	// OpBind: a new process Input.Proc, started with the launch ID of the
-	// lease Input.Clone held as sequence Input.Seq in its environment
-	// (store.LaunchEnv), opens <dir>/<gen>/payload/state.bin. The open of
+	// OpBind: process Input.Proc, started by OpSpawn with the launch ID of
+	// the lease Input.Clone held as sequence Input.Seq in its environment
+	// (store.LaunchEnv), opens <dir>/<gen>/payload/state.bin (a process
+	// not spawned yet is spawned by the OpBind itself). The open of
 	// a reserved lease's own generation binds the lease to it (refused,
-	// EPERM, where the generation may not be restored). On success the
-	// process lives on, holding the file open, until OpExit or OpKill
-	// ends it; on failure it exits before OpBind returns.
+	// EPERM, where the generation may not be restored). With Input.ByPID
+	// instead: a new process Input.Proc without a launch ID, and
+	// "pid <its pid>" written to leases/<clone>, which binds a reserved
+	// lease (EPERM as above; EBUSY for a lease bound or exited). On
+	// success the process lives on until OpExit or OpKill ends it; on
+	// failure it exits before OpBind returns.
 	OpBind
 	// OpExit: process Input.Proc ends (SIGKILL from the test, not through
-	// the mount); a lease bound to it can then be released by rm. With
-	// exit tracking the lease also becomes exited at once (see exitNote).
+	// the mount). The daemon watches the process of every bound lease and
+	// records the lease exited: it stays until rm (which settles it) but
+	// no longer holds its generation, so a retiring generation whose
+	// leases have all exited is deleted. That happens after the process
+	// ended, asynchronously: OpExit returns only once the test has seen
+	// the lease exited (or gone) through the mount and such a generation
+	// gone, so the model takes the whole transition as OpExit's.
 	OpExit
 	// OpCancel: "cancel" written to leases/<clone> or
 	// <dir>/<gen>/leases/<clone>: ends a reserved lease, refused (EBUSY)
@@ -49,12 +58,17 @@ const (
 	// process through the daemon, then the release; refused (EBUSY) for a
 	// reserved lease.
 	OpKill
+	// OpSpawn: process Input.Proc starts with the launch ID of the lease
+	// Input.Clone held as sequence Input.Seq in its environment, before
+	// its OpBind: from then on it carries the launch ID (cancel sees it),
+	// though it has not opened anything yet.
+	OpSpawn
 )
 
 var opNames = [...]string{
 	OpPublish: "publish", OpAcquire: "acquire", OpRelease: "release", OpTombstone: "tombstone", OpLift: "lift",
 	OpRetire: "retire", OpList: "list", OpListLeases: "list-leases", OpStatus: "status",
-	OpBind: "bind", OpExit: "exit", OpCancel: "cancel", OpKill: "kill",
+	OpBind: "bind", OpExit: "exit", OpCancel: "cancel", OpKill: "kill", OpSpawn: "spawn",
 }
 
 // String names the operation, e.g. "acquire".
@@ -71,7 +85,7 @@ type Dir uint8
 
 // Directories (docs/tree.md): each generation state has its own.
 const (
-	DirStore       Dir = iota // no path: store.Publish
+	DirStore       Dir = iota // no path: `templatefs publish`
 	DirGenerations            // generations/: published generations
 	DirTombstones             // tombstones/: tombstoned generations
 	DirRetiring               // retiring/: retiring generations, until their last lease is released
@@ -114,6 +128,9 @@ type Input struct {
 	// Proc names, for OpBind and OpExit, the process: a number the
 	// clients give each process they start, never reused.
 	Proc int
+	// ByPID says that OpBind binds by writing "pid N" to leases/<clone>
+	// instead of by an open with the launch ID.
+	ByPID bool
 	// Call is the operation's call time, equal to porcupine.Operation.Call
 	// (the model needs it for retirement deadlines).
 	Call int64
@@ -137,6 +154,11 @@ type Output struct {
 // ResultOK is the Result of an operation that succeeded.
 const ResultOK = "OK"
 
+// ResultKilled is the Result of an OpBind whose process died of SIGKILL
+// before it reported its open: its open bound the lease, and a
+// concurrent OpKill of that lease killed it.
+const ResultKilled = "killed"
+
 // Errno names the model expects from tree operations.
 const (
 	errENOENT = "ENOENT"
@@ -145,13 +167,6 @@ const (
 	errEPERM  = "EPERM"
 	errESTALE = "ESTALE"
 )
-
-// exitNote: the model of OpExit when the daemon tracks exits (the lease
-// becomes exited at once, and no longer holds its generation): set
-// exited on the bound lease in OpExit and OpKill's dead process, let
-// hasLeases skip exited leases, and drained apply after OpExit. Until
-// then an exited process is only seen by rm (OpRelease), which settles.
-const exitNote = "exit tracking: OpExit marks the bound lease exited"
 
 // The errnos of refusals by generation state, from leasefs's error table.
 var (
@@ -179,7 +194,7 @@ func (in Input) path() string {
 	}
 	switch in.Op {
 	case OpPublish:
-		return "store.Publish"
+		return "templatefs publish"
 	case OpAcquire:
 		return "create " + gen + "/leases/" + in.Clone
 	case OpRelease:
@@ -200,9 +215,14 @@ func (in Input) path() string {
 	case OpStatus:
 		return "read " + gen + "/status"
 	case OpBind:
+		if in.ByPID {
+			return fmt.Sprintf("write \"pid\" of process %d to leases/%s", in.Proc, in.Clone)
+		}
 		return fmt.Sprintf("process %d with the launch ID of %s (seq %d) opens %s/payload/state.bin", in.Proc, in.Clone, in.Seq, gen)
 	case OpExit:
 		return fmt.Sprintf("process %d ends", in.Proc)
+	case OpSpawn:
+		return fmt.Sprintf("process %d starts with the launch ID of %s (seq %d)", in.Proc, in.Clone, in.Seq)
 	case OpCancel, OpKill:
 		if in.Dir == DirLeases {
 			return fmt.Sprintf("write %q to leases/%s", in.Op.String(), in.Clone)
@@ -251,20 +271,26 @@ type genRec struct {
 }
 
 // leaseRec is the model of one lease: its generation, its sequence
-// number, and the process it is bound to (0: reserved).
+// number, the process it is bound to (0: reserved), and whether that
+// process has exited and the daemon recorded it.
 type leaseRec struct {
-	gen  store.GenerationID
-	seq  uint64
-	proc int
+	gen    store.GenerationID
+	seq    uint64
+	proc   int
+	exited bool
 }
 
-// procRec is a live process started by OpBind: the lease whose launch ID
-// it carries. deadline is set for one whose open failed: it has exited by
-// then (it exits before its OpBind returns).
+// procRec is a live process started by OpSpawn or OpBind: the lease whose
+// launch ID it carries (clone "" for none: ByPID). deadline is set for
+// one whose open failed: it has exited by then (it exits before its
+// OpBind returns).
 type procRec struct {
 	clone    string
 	seq      uint64
 	deadline int64
+	// started is the return time of the OpSpawn that started it (0 for
+	// a process an OpBind started).
+	started int64
 }
 
 // state is the model's state: the existing generations of one group, its
@@ -297,6 +323,9 @@ func newState(gens map[store.GenerationID]genRec, leases map[string]leaseRec, pr
 		if l.proc != 0 {
 			fmt.Fprintf(&b, ",bound-to-%d", l.proc)
 		}
+		if l.exited {
+			b.WriteString(",exited")
+		}
 	}
 	if len(procs) > 0 {
 		b.WriteString(" |")
@@ -306,6 +335,9 @@ func newState(gens map[store.GenerationID]genRec, leases map[string]leaseRec, pr
 		fmt.Fprintf(&b, " proc-%d=%s#%d", p, r.clone, r.seq)
 		if r.deadline != 0 {
 			fmt.Fprintf(&b, ",gone-by-%d", r.deadline)
+		}
+		if r.started != 0 {
+			fmt.Fprintf(&b, ",started-by-%d", r.started)
 		}
 	}
 	return state{gens: gens, leases: leases, procs: procs, key: b.String()}
@@ -363,10 +395,74 @@ func (s state) withoutProc(p int) state {
 	return newState(s.gens, s.leases, procs)
 }
 
+// died ends process p: the leases bound to it become exited, and a
+// retiring generation they were the last leases of must be gone by ret.
+func (s state) died(p int, ret int64) state {
+	n := s.withoutProc(p)
+	for _, c := range slices.Sorted(maps.Keys(s.leases)) {
+		if l := s.leases[c]; l.proc == p && !l.exited {
+			l.exited = true
+			n = n.withLease(c, l).drained(l.gen, ret)
+		}
+	}
+	return n
+}
+
+// opener reports whether in's process may make its OpBind open: one
+// spawned with in's launch ID that has bound nothing, or one not spawned
+// yet.
+func (s state) opener(in Input) bool {
+	r, ok := s.procs[in.Proc]
+	if !ok {
+		return true
+	}
+	if r.clone != in.Clone || r.seq != in.Seq || r.deadline != 0 {
+		return false
+	}
+	for _, l := range s.leases {
+		if l.proc == in.Proc {
+			return false
+		}
+	}
+	return true
+}
+
+// openerFailed is the state after in's open failed: the process exits
+// before its OpBind returns at ret, and until then carries the launch ID
+// of the lease in.Clone held as in.Seq; if that lease is gone, no lease
+// can ever have that sequence number again, and the process is dropped
+// at once (fewer nondeterministic steps for porcupine to try).
+func (s state) openerFailed(in Input, ret int64) state {
+	if l, ok := s.leases[in.Clone]; !ok || l.seq != in.Seq {
+		return s.withoutProc(in.Proc)
+	}
+	r, ok := s.procs[in.Proc]
+	if !ok {
+		r = procRec{clone: in.Clone, seq: in.Seq}
+	}
+	r.deadline = ret
+	return s.withProc(in.Proc, r)
+}
+
 // alive reports whether process p runs.
 func (s state) alive(p int) bool {
 	_, ok := s.procs[p]
 	return ok
+}
+
+// carriedBefore is carried for a cancel called at call: store.CancelLease
+// reads /proc once, before its transaction, so a process that started
+// while the cancel ran (its OpSpawn returned after call) may be missed,
+// and the cancel succeed though the lease is still listed when that
+// process already runs. Only processes started before the call surely
+// count.
+func (s state) carriedBefore(clone string, l leaseRec, call int64) bool {
+	for _, r := range s.procs {
+		if r.clone == clone && r.seq == l.seq && r.started < call {
+			return true
+		}
+	}
+	return false
 }
 
 // carried reports whether a live process carries the launch ID of
@@ -393,9 +489,11 @@ func (s state) drained(gen store.GenerationID, ret int64) state {
 	return s.withGen(gen, g)
 }
 
+// hasLeases reports whether gen holds a lease that keeps it: any but an
+// exited one.
 func (s state) hasLeases(gen store.GenerationID) bool {
 	for _, l := range s.leases {
-		if l.gen == gen {
+		if l.gen == gen && !l.exited {
 			return true
 		}
 	}
@@ -496,9 +594,12 @@ func (s state) apply(in Input, out Output) (state, bool) {
 	listed := exists && listedIn(in.Dir, g.state)
 	lease, leased := s.leases[in.Clone]
 	r := out.Result
+	if r == errESTALE && in.Op == OpBind && in.ByPID {
+		return s, !s.alive(in.Proc)
+	}
 	if r == errESTALE && in.Op == OpBind {
 		// As below; the process exits before OpBind returns.
-		return s.withProc(in.Proc, procRec{clone: in.Clone, seq: in.Seq, deadline: out.Return}), !s.alive(in.Proc)
+		return s.openerFailed(in, out.Return), s.opener(in)
 	}
 	if r == errESTALE && in.Op != OpPublish {
 		// The kernel refused a lookup (see the package doc, Walks): the
@@ -507,7 +608,7 @@ func (s state) apply(in Input, out Output) (state, bool) {
 	}
 	switch in.Op {
 	case OpPublish:
-		// IDs are never reused (store.Publish); a reuse after deletion is
+		// IDs are never reused (store.PublishWith); a reuse after deletion is
 		// checked on the whole history, outside the model.
 		if r != ResultOK || out.Gen == 0 || exists {
 			return s, false
@@ -548,7 +649,7 @@ func (s state) apply(in Input, out Output) (state, bool) {
 		case r == errENOENT && (!mine || in.Dir != DirLeases && !listed),
 			r == errEBUSY && mine && (lease.proc != 0 || s.carried(in.Clone, lease)):
 			return s, true
-		case r == ResultOK && mine && lease.proc == 0 && !s.carried(in.Clone, lease):
+		case r == ResultOK && mine && lease.proc == 0 && !s.carriedBefore(in.Clone, lease, in.Call):
 			return s.withoutLease(in.Clone, out.Return), true
 		}
 
@@ -560,35 +661,51 @@ func (s state) apply(in Input, out Output) (state, bool) {
 			r == errEBUSY && leased && lease.proc == 0:
 			return s, true
 		case r == ResultOK && leased && lease.proc != 0:
-			return s.withoutProc(lease.proc).withoutLease(in.Clone, out.Return), true
+			return s.died(lease.proc, out.Return).withoutLease(in.Clone, out.Return), true
 		}
 
 	case OpBind:
 		// leasefs.FS.Open of a payload, store.BindLaunched: only the
 		// launch ID of a reserved lease on the opened generation binds.
-		if s.alive(in.Proc) {
-			return s, false // process numbers are never reused
+		if in.ByPID {
+			if s.alive(in.Proc) {
+				return s, false // process numbers are never reused
+			}
+			return s.bindByPID(in, out)
+		}
+		if !s.opener(in) {
+			return s, false
 		}
 		match := leased && lease.seq == in.Seq && lease.gen == in.Gen && lease.proc == 0
 		grantable := exists && g.state == store.Published && g.eligible
-		carrier := procRec{clone: in.Clone, seq: in.Seq}
+		carrier, spawned := s.procs[in.Proc]
+		if !spawned {
+			carrier = procRec{clone: in.Clone, seq: in.Seq}
+		}
+		// The walk to the payload may have seen the generation listed in
+		// an earlier state (package doc, Walks): the open goes by the
+		// generation, wherever it is now, as acquire's EPERM does.
 		switch {
-		case r == ResultOK && listed && match && grantable:
+		case (r == ResultOK || r == ResultKilled) && listed && match && grantable:
 			lease.proc = in.Proc
 			return s.withLease(in.Clone, lease).withProc(in.Proc, carrier), true
-		case r == ResultOK && listed && !match:
+		case r == ResultOK && exists && !match:
 			return s.withProc(in.Proc, carrier), true
 		case r == errENOENT && !listed,
-			r == errEPERM && listed && match && !grantable:
-			// The process exits before OpBind returns.
-			carrier.deadline = out.Return
-			return s.withProc(in.Proc, carrier), true
+			r == errEPERM && exists && match && !grantable:
+			return s.openerFailed(in, out.Return), true
 		}
 
+	case OpSpawn:
+		if s.alive(in.Proc) {
+			return s, false // process numbers are never reused
+		}
+		return s.withProc(in.Proc, procRec{clone: in.Clone, seq: in.Seq, started: out.Return}), r == ResultOK
+
 	case OpExit:
-		// The process ends; its lease (if it bound one) stays until rm
-		// or kill (exitNote).
-		return s.withoutProc(in.Proc), r == ResultOK
+		// The process ends; the lease it bound (if any) becomes exited
+		// and stays until rm or kill.
+		return s.died(in.Proc, out.Return), r == ResultOK
 
 	case OpTombstone:
 		// store.Tombstone is idempotent: a generation tombstoned or
@@ -649,6 +766,24 @@ func (s state) apply(in Input, out Output) (state, bool) {
 		case r == ResultOK && exists:
 			return s, out.State == g.state && out.Granted == (g.state == store.Published && g.eligible)
 		}
+	}
+	return s, false
+}
+
+// bindByPID is OpBind with Input.ByPID: store.BindLeaseSeq through
+// "pid N" written to leases/<clone>. The process carries no launch ID.
+func (s state) bindByPID(in Input, out Output) (state, bool) {
+	lease, leased := s.leases[in.Clone]
+	g := s.gens[lease.gen]
+	grantable := g.state == store.Published && g.eligible
+	switch r := out.Result; {
+	case r == errENOENT && !leased,
+		r == errEBUSY && leased && lease.proc != 0,
+		r == errEPERM && leased && lease.proc == 0 && !grantable:
+		return s, true // the process, carrying nothing, exits before OpBind returns
+	case r == ResultOK && leased && lease.proc == 0 && grantable:
+		lease.proc = in.Proc
+		return s.withLease(in.Clone, lease).withProc(in.Proc, procRec{}), true
 	}
 	return s, false
 }

@@ -53,6 +53,12 @@ func bind(call, ret int64, proc int, dir Dir, gen store.GenerationID, clone stri
 	return op(call, ret, Input{Op: OpBind, Dir: dir, Gen: gen, Clone: clone, Seq: seq, Proc: proc}, Output{Result: result})
 }
 
+// bindPID is OpBind with ByPID: "pid" of process proc written to
+// leases/<clone>.
+func bindPID(call, ret int64, proc int, clone, result string) porcupine.Operation {
+	return op(call, ret, Input{Op: OpBind, ByPID: true, Dir: DirLeases, Clone: clone, Proc: proc}, Output{Result: result})
+}
+
 func exit(call, ret int64, proc int) porcupine.Operation {
 	return op(call, ret, Input{Op: OpExit, Proc: proc}, Output{Result: ResultOK})
 }
@@ -212,6 +218,73 @@ func TestModel(t *testing.T) {
 			exit(10, 11, 1),
 			command(12, 13, OpCancel, "c0", ResultOK),
 		}, porcupine.Ok},
+		{"a spawned process carries the launch ID before it opens", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			op(4, 5, Input{Op: OpSpawn, Clone: "c0", Seq: 2, Proc: 1}, Output{Result: ResultOK}),
+			command(6, 7, OpCancel, "c0", errEBUSY),
+			tombstone(8, 9, g1, ResultOK),
+			bind(10, 11, 1, DirTombstones, g1, "c0", 2, errEPERM),
+			command(12, 13, OpCancel, "c0", ResultOK),
+		}, porcupine.Ok},
+		{"cancel misses a process started while it runs", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			command(4, 20, OpCancel, "c0", ResultOK),
+			client(1, op(5, 6, Input{Op: OpSpawn, Clone: "c0", Seq: 2, Proc: 1}, Output{Result: ResultOK})),
+			client(2, op(7, 8, Input{Op: OpList, Dir: DirLeases, Group: AllGroups}, Output{Result: ResultOK, Names: []string{"c0"}})),
+			client(1, bind(9, 10, 1, DirGenerations, g1, "c0", 2, ResultOK)),
+		}, porcupine.Ok},
+		{"cancel does not miss a process started before it", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			client(1, op(4, 5, Input{Op: OpSpawn, Clone: "c0", Seq: 2, Proc: 1}, Output{Result: ResultOK})),
+			command(6, 20, OpCancel, "c0", ResultOK),
+		}, porcupine.Illegal},
+		{"pid N binds a reserved lease; exited, it stays listed until rm", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			bindPID(4, 5, 1, "c0", ResultOK),
+			bindPID(6, 7, 2, "c0", errEBUSY),
+			exit(8, 9, 1),
+			op(10, 11, Input{Op: OpListLeases, Dir: DirGenerations, Gen: g1}, Output{Result: ResultOK, Names: []string{"c0"}}),
+			bindPID(12, 13, 3, "c0", errEBUSY),
+			command(14, 15, OpCancel, "c0", errEBUSY),
+			release(16, 17, "c0", ResultOK),
+		}, porcupine.Ok},
+		{"pid N of a tombstoned generation's lease refused", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			tombstone(4, 5, g1, ResultOK),
+			bindPID(6, 7, 1, "c0", errEPERM),
+			command(8, 9, OpCancel, "c0", ResultOK),
+		}, porcupine.Ok},
+		{"pid N of a missing lease", []porcupine.Operation{
+			bindPID(2, 3, 1, "c0", errENOENT),
+		}, porcupine.Ok},
+		{"exit drains a retiring generation", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			bind(4, 5, 1, DirGenerations, g1, "c0", 2, ResultOK),
+			tombstone(6, 7, g1, ResultOK),
+			transition(8, 9, OpRetire, DirTombstones, g1, false, ResultOK),
+			status(10, 11, DirRetiring, g1, ResultOK, store.Retiring, false),
+			exit(12, 20, 1),
+			client(1, status(14, 15, DirRetiring, g1, ResultOK, store.Retiring, false)),
+			status(21, 22, DirRetiring, g1, errENOENT, "", false),
+			op(23, 24, Input{Op: OpList, Dir: DirLeases, Group: AllGroups}, Output{Result: ResultOK, Names: []string{"c0"}}),
+			release(25, 26, "c0", ResultOK),
+		}, porcupine.Ok},
+		{"retiring generation still there after the exit of its last lease", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			bindPID(4, 5, 1, "c0", ResultOK),
+			tombstone(6, 7, g1, ResultOK),
+			transition(8, 9, OpRetire, DirTombstones, g1, false, ResultOK),
+			exit(12, 20, 1),
+			status(21, 22, DirRetiring, g1, ResultOK, store.Retiring, false),
+		}, porcupine.Illegal},
+		{"an exited lease does not keep a retirement pending", []porcupine.Operation{
+			acquire(2, 3, DirGenerations, g1, "c0", ResultOK),
+			bindPID(4, 5, 1, "c0", ResultOK),
+			exit(6, 7, 1),
+			tombstone(8, 9, g1, ResultOK),
+			transition(10, 11, OpRetire, DirTombstones, g1, false, ResultOK),
+			status(12, 13, DirRetiring, g1, errENOENT, "", false),
+		}, porcupine.Ok},
 		{"retire of a published generation refused", []porcupine.Operation{
 			transition(2, 3, OpRetire, DirGenerations, g1, false, errEPERM),
 			transition(4, 5, OpRetire, DirGenerations, g1, true, errEPERM),
@@ -321,11 +394,11 @@ func TestPartition(t *testing.T) {
 		t.Fatalf("%d partitions, want 2", len(parts))
 	}
 	want := []string{
-		"publish: store.Publish -> OK g000001 (eligible)\n" +
+		"publish: templatefs publish -> OK g000001 (eligible)\n" +
 			"acquire: create generations/g000001/leases/k0-c0 -> OK seq 2\n" +
 			"list: readdir generations/ -> OK [g000001 g000003]\n" +
 			"list: readdir leases/ -> OK [k0-c0 stray]\n",
-		"publish: store.Publish -> OK g000002 (eligible)\n" +
+		"publish: templatefs publish -> OK g000002 (eligible)\n" +
 			"acquire: create generations/g000002/leases/k1-c0 -> OK seq 2\n" +
 			"list: readdir generations/ -> OK [g000002 g000003]\n" +
 			"list: readdir leases/ -> OK [k1-c0 stray]\n",
