@@ -172,8 +172,6 @@ type env struct {
 	track    *tracker
 	leases   *leases // launch_test.go
 	procs    *procs  // launch_test.go
-	// openRaces counts publish commands run again (publish).
-	openRaces atomic.Int64
 }
 
 func newEnv(t *testing.T) *env {
@@ -278,21 +276,8 @@ func (e *env) perform(client int, in Input) Output {
 
 // publish is OpPublish: `templatefs publish --duplicate`, which hands the
 // publication to the daemon; its last line is the generation ID.
-//
-// The command's own store.Open walks the store tree (checkTree) before it
-// finds the store in use, and fails if the daemon removes a payload or
-// staging directory under the walk (ENOENT: a retirement, another
-// publication): nothing has changed then, so publish runs again, and the
-// test logs how often (openRaces).
 func (e *env) publish(in Input) Output {
 	r := harness.RunStatus(e.t, "publish", "--class", e.class, "--duplicate", e.store, e.captures[in.Eligible])
-	for range 20 {
-		if r.Code == 0 || !strings.Contains(r.Stderr, "open store: lstat") || !strings.Contains(r.Stderr, "no such file or directory") {
-			break
-		}
-		e.openRaces.Add(1)
-		r = harness.RunStatus(e.t, "publish", "--class", e.class, "--duplicate", e.store, e.captures[in.Eligible])
-	}
 	lines := harness.Lines(r.Stdout)
 	if r.Code != 0 || len(lines) == 0 {
 		return Output{Result: "error: publish: " + r.String()}
@@ -541,9 +526,6 @@ func TestConcurrentTree(t *testing.T) {
 
 	history := e.rec.History()
 	t.Logf("%d operations; outcomes:\n%s", len(history), outcomes(history))
-	if n := e.openRaces.Load(); n > 0 {
-		t.Logf("publish run again %d times: its store.Open walk lost an entry the daemon removed (see env.publish)", n)
-	}
 	checkPublications(t, history)
 	check(t, history, checkTimeout)
 	for _, m := range missing(history) {
