@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"templatefs/fs"
+	"templatefs/internal/mountinfo"
 	"templatefs/leasefs"
 )
 
@@ -262,26 +262,9 @@ func mountDev(mnt string) string {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() { // proc(5): the device is the third field, the mount point the fifth
-		if fields := strings.Fields(sc.Text()); len(fields) >= 5 && unescapeMountinfo(fields[4]) == abs {
+		if fields := strings.Fields(sc.Text()); len(fields) >= 5 && mountinfo.Unescape(fields[4]) == abs {
 			dev = fields[2] // later lines are mounted on top
 		}
 	}
 	return dev
-}
-
-// unescapeMountinfo undoes the kernel's \ooo escapes of space, tab,
-// newline and backslash in /proc/self/mountinfo.
-func unescapeMountinfo(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

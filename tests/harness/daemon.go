@@ -9,13 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"templatefs/internal/mountinfo"
 )
 
 // FSType is the file system type a templatefs mount shows in
@@ -351,26 +352,9 @@ func Mounts() ([]Mount, error) {
 		if !ok || len(fields) < 5 || len(rest) < 1 {
 			return nil, fmt.Errorf("/proc/self/mountinfo: malformed line %q", line)
 		}
-		out = append(out, Mount{Dev: fields[2], Point: unescapeMountinfo(fields[4]), FSType: rest[0]})
+		out = append(out, Mount{Dev: fields[2], Point: mountinfo.Unescape(fields[4]), FSType: rest[0]})
 	}
 	return out, sc.Err()
-}
-
-// unescapeMountinfo undoes the kernel's \ooo escapes of space, tab,
-// newline and backslash.
-func unescapeMountinfo(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // fusectl is where the FUSE control file system is mounted (Linux

@@ -12,21 +12,6 @@ import (
 
 func TestMain(m *testing.M) { Main(m) }
 
-func TestUnescapeMountinfo(t *testing.T) {
-	for _, r := range []struct{ in, want string }{
-		{"/mnt/plain", "/mnt/plain"},
-		{`/mnt/with\040space`, "/mnt/with space"},
-		{`/tab\011and\012newline`, "/tab\tand\nnewline"},
-		{`/back\134slash`, `/back\slash`},
-		{`/short\04`, `/short\04`},
-		{`/not\09octal`, `/not\09octal`},
-	} {
-		if got := unescapeMountinfo(r.in); got != r.want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", r.in, got, r.want)
-		}
-	}
-}
-
 func TestMountsListsRoot(t *testing.T) {
 	mounts, err := Mounts()
 	if err != nil {
