@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"templatefs/store"
 )
 
 // echo is a handler that writes its arguments to stdout and stderr,
@@ -295,5 +297,13 @@ func TestHandlerPanic(t *testing.T) {
 	}
 	if code, err := Call(dir, Request{}, &bytes.Buffer{}, &bytes.Buffer{}, nil); err != nil || code != 0 {
 		t.Errorf("Call after the panic: %d, %v; want the server still serving", code, err)
+	}
+}
+
+// TestSocketName: the socket is the one file the store's privacy checks
+// accept besides its own (store.ControlSocket).
+func TestSocketName(t *testing.T) {
+	if SocketName != store.ControlSocket {
+		t.Errorf("SocketName %q, store.ControlSocket %q: want the same name", SocketName, store.ControlSocket)
 	}
 }
