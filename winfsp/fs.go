@@ -134,13 +134,18 @@ func (f *fileSystem) payloadAttr(n leasefs.Node) (leasefs.Attr, bool) {
 // open at node n or at path p (as opened: libfuse keeps the old daemon's
 // paths), if one is and has them.
 func (f *fileSystem) heldAttr(fh uint64, n leasefs.Node, p string) (leasefs.Attr, bool) {
+	detached := f.lfs.Detached()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if h, ok := f.handles[fh]; ok && fh != noHandle && h.hasAttr {
 		return h.attr, true
 	}
+	// By node or path only for a payload (its bytes never change, so a
+	// retired generation's open payload keeps its attributes), or once the
+	// daemon has detached: a live lease or text file that is gone is gone,
+	// even while a descriptor of it waits for its RELEASE.
 	for _, h := range f.handles {
-		if h.hasAttr && (h.node == n || h.path == p) {
+		if h.hasAttr && (h.node == n || h.path == p) && (detached || h.h.File != nil) {
 			return h.attr, true
 		}
 	}
@@ -209,8 +214,9 @@ func (f *fileSystem) Statfs(p string, st *fuse.Statfs_t) int {
 // Getattr reports leasefs.FS.Attr of the open handle's node, else of the
 // path's. When leasefs cannot answer (the daemon has detached:
 // leasefs.ErrDetached, or the generation was retired) and a file is open
-// at that handle, node or path, it answers from the attributes taken at
-// that open (heldAttr: the size of its text or snapshot): fstat(2), which
+// at that handle (or, for a payload or once detached, at that node or
+// path), it answers from the attributes taken at that open (heldAttr: the
+// size of its text or snapshot): fstat(2), which
 // reaches libfuse without a handle, and the kernel's revalidation before
 // a read (auto_inval_data) must keep working on every file still served.
 func (f *fileSystem) Getattr(p string, st *fuse.Stat_t, fh uint64) int {
