@@ -32,19 +32,8 @@ func (windowsProcesses) newExitPoller() (exitPoller, error) {
 }
 
 func (p *handlePoller) add(token uint64, id ProcessIdentity) (ExitVerdict, error) {
-	boot, err := bootIDText()
-	if err != nil {
-		return 0, err
-	}
-	if boot != id.BootID {
-		return ProcessEarlierBoot, nil
-	}
-	h, verdict, err := openProcess(id.PID, queryAccess)
+	h, verdict, err := openVerified(id)
 	if err != nil || h == 0 {
-		return verdict, err
-	}
-	if verdict, err = handleVerdict(h, id); err != nil || verdict != ProcessAlive {
-		windows.CloseHandle(h)
 		return verdict, err
 	}
 	cancel, err := windows.CreateEvent(nil, 1, 0, nil)

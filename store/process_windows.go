@@ -66,19 +66,33 @@ func (windowsProcesses) Identify(pid int) (ProcessIdentity, error) {
 // like a zombie); ProcessReused if its creation time differs;
 // ProcessUninspectable if it may not be opened; else ProcessAlive.
 func (windowsProcesses) Check(id ProcessIdentity) (ExitVerdict, error) {
+	h, verdict, err := openVerified(id)
+	if h != 0 {
+		windows.CloseHandle(h)
+	}
+	return verdict, err
+}
+
+// openVerified returns a query handle on the process id names, and
+// ProcessAlive, if that process still runs (the caller closes the
+// handle); otherwise no handle and Check's verdict.
+func openVerified(id ProcessIdentity) (windows.Handle, ExitVerdict, error) {
 	boot, err := bootIDText()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if boot != id.BootID {
-		return ProcessEarlierBoot, nil
+		return 0, ProcessEarlierBoot, nil
 	}
 	h, verdict, err := openProcess(id.PID, queryAccess)
 	if err != nil || h == 0 {
-		return verdict, err
+		return 0, verdict, err
 	}
-	defer windows.CloseHandle(h)
-	return handleVerdict(h, id)
+	if verdict, err = handleVerdict(h, id); err != nil || verdict != ProcessAlive {
+		windows.CloseHandle(h)
+		return 0, verdict, err
+	}
+	return h, ProcessAlive, nil
 }
 
 // Kill terminates the process named by id with TerminateProcess (exit
