@@ -46,16 +46,23 @@ func (s *Store) IncomingPath(name string) (string, error) {
 	return filepath.Join(s.dir, IncomingDir, name), nil
 }
 
+// changeableIncoming is IncomingPath for a change of the directory: it
+// also refuses while the store is read-only (ErrReadOnly).
+func (s *Store) changeableIncoming(name string) (string, error) {
+	dir, err := s.IncomingPath(name)
+	if err != nil {
+		return "", err
+	}
+	return dir, s.ReadOnly()
+}
+
 // MakeIncoming creates incoming/<name>/ and its capture/ directory, mode
 // 0700, durably (both directories and their parents fsynced), creating
 // incoming/ itself the first time. Errors: ErrInvalidID, ErrExists, the
 // read-only store's ErrReadOnly, the system error.
 func (s *Store) MakeIncoming(name string) error {
-	dir, err := s.IncomingPath(name)
+	dir, err := s.changeableIncoming(name)
 	if err != nil {
-		return err
-	}
-	if err := s.ReadOnly(); err != nil {
 		return err
 	}
 	parent := filepath.Dir(dir)
@@ -112,11 +119,8 @@ func (s *Store) IncomingNames() ([]string, error) {
 // empty: its artifacts moved into the generation and its class.json was
 // consumed), ErrReadOnly, the system error.
 func (s *Store) RemoveIncoming(name string) error {
-	dir, err := s.IncomingPath(name)
+	dir, err := s.changeableIncoming(name)
 	if err != nil {
-		return err
-	}
-	if err := s.ReadOnly(); err != nil {
 		return err
 	}
 	capture := filepath.Join(dir, IncomingCaptureDir)
