@@ -48,7 +48,8 @@ type fileSystem struct {
 
 	mu      sync.Mutex
 	handles map[uint64]*handle
-	next    uint64
+	dirs    map[uint64]*dirCursor // open directories (dir.go)
+	next    uint64                // the last handle number given out, file or directory
 }
 
 // newFileSystem serves lfs; on Windows it first tells lfs who may change
@@ -65,7 +66,7 @@ func newFileSystem(lfs *leasefs.FS, ready func()) (*fileSystem, error) {
 	if owners != nil {
 		lfs.SetOwners(owners)
 	}
-	return &fileSystem{lfs: lfs, init: ready, handles: map[uint64]*handle{}}, nil
+	return &fileSystem{lfs: lfs, init: ready, handles: map[uint64]*handle{}, dirs: map[uint64]*dirCursor{}}, nil
 }
 
 // rel turns a cgofuse path ("/", "/generations/g000001") into the io/fs
@@ -236,50 +237,6 @@ func (f *fileSystem) Getattr(p string, st *fuse.Stat_t, fh uint64) int {
 		a = held
 	}
 	fillStat(a, st)
-	return 0
-}
-
-// Opendir checks that p is a directory; listings need no handle.
-func (f *fileSystem) Opendir(p string) (int, uint64) {
-	n, err := f.walk(p)
-	switch {
-	case err != nil:
-		return errnoOf(err), noHandle
-	case !n.IsDir():
-		return -fuse.ENOTDIR, noHandle
-	}
-	return 0, noHandle
-}
-
-// Releasedir has nothing to release.
-func (f *fileSystem) Releasedir(p string, fh uint64) int { return 0 }
-
-// Readdir lists the whole directory in one call (offset 0 to fill) with
-// each entry's stat, so readdir-plus and WinFsp need no Getattr per entry
-// and d_ino equals st_ino (use_ino). An entry that vanishes between the
-// listing and its stat is left out.
-func (f *fileSystem) Readdir(p string, fill func(name string, st *fuse.Stat_t, ofst int64) bool, ofst int64, fh uint64) int {
-	n, err := f.walk(p)
-	if err != nil {
-		return errnoOf(err)
-	}
-	entries, err := f.lfs.ReadDir(n)
-	if err != nil {
-		return errnoOf(err)
-	}
-	fill(".", nil, 0)
-	fill("..", nil, 0)
-	for _, e := range entries {
-		a, err := f.lfs.Attr(e.Node)
-		if err != nil {
-			continue
-		}
-		var st fuse.Stat_t
-		fillStat(a, &st)
-		if !fill(e.Name, &st, 0) {
-			break
-		}
-	}
 	return 0
 }
 

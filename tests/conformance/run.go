@@ -40,6 +40,7 @@ var cases = []struct {
 	{"Events", testEvents},
 	{"LaunchBind", testLaunchBind},
 	{"ReservedLeaseStays", testReservedLeaseStays},
+	{"Listing", testListing},
 }
 
 // Run runs every case against b, each as a subtest with its own store
