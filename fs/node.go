@@ -465,9 +465,6 @@ func (n *node) Fsync(ctx context.Context, fh fusefs.FileHandle, flags uint32) sy
 	return 0
 }
 
-// stateDirs are the top-level directories a generation moves between.
-var stateDirs = []string{"generations", "tombstones", "retiring"}
-
 // invalidateGeneration tells the kernel to forget name in each state
 // directory that no longer holds it, and drops go-fuse's link there. It
 // runs after the store call, holding no locks, from a WRITE or FLUSH on a
@@ -477,7 +474,7 @@ var stateDirs = []string{"generations", "tombstones", "retiring"}
 // lookup asks leasefs anyway.
 func (n *node) invalidateGeneration(name string) {
 	root := n.Root()
-	for _, dirName := range stateDirs {
+	for _, dirName := range leasefs.StateDirs() {
 		dir := root.GetChild(dirName)
 		if dir == nil || dir.GetChild(name) == nil {
 			continue

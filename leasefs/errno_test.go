@@ -13,7 +13,7 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite docs/errno.md from the errno table")
+var update = flag.Bool("update", false, "rewrite docs/errno.md and the generated sections of docs/tree.md from their tables")
 
 func TestToErrno(t *testing.T) {
 	if got := ToErrno(nil); got != OK {
