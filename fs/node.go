@@ -487,43 +487,20 @@ func (n *node) invalidateGeneration(name string) {
 	}
 }
 
-// Getxattr and Listxattr serve leasefs.FS.Xattrs: the digest and
-// generation of payload files. A name a node lacks is ENODATA.
+// Getxattr and Listxattr answer leasefs.ErrNoXattrs (ENOSYS) for every
+// node: the tree has no extended attributes, and on that answer the Linux
+// kernel stops sending either for the whole mount (fc->no_getxattr,
+// no_listxattr), so `ls -l` costs no xattr round trip per file. Without
+// them go-fuse answers ENOATTR, after which the kernel keeps asking.
 var (
 	_ = (fusefs.NodeGetxattrer)((*node)(nil))
 	_ = (fusefs.NodeListxattrer)((*node)(nil))
 )
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	xs, err := n.lfs.Xattrs(n.ln)
-	if err != nil {
-		return 0, errnoOf(err)
-	}
-	for _, x := range xs {
-		if x.Name == attr {
-			return copyOut(dest, x.Value)
-		}
-	}
-	return 0, syscall.ENODATA
+	return 0, errnoOf(leasefs.ErrNoXattrs)
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	xs, err := n.lfs.Xattrs(n.ln)
-	if err != nil {
-		return 0, errnoOf(err)
-	}
-	var names []byte
-	for _, x := range xs {
-		names = append(append(names, x.Name...), 0)
-	}
-	return copyOut(dest, names)
-}
-
-// copyOut answers an xattr request: a zero-size dest asks for the size,
-// a dest too small is ERANGE (getxattr(2)).
-func copyOut(dest, value []byte) (uint32, syscall.Errno) {
-	if len(dest) < len(value) {
-		return uint32(len(value)), syscall.ERANGE
-	}
-	return uint32(copy(dest, value)), 0
+	return 0, errnoOf(leasefs.ErrNoXattrs)
 }

@@ -31,6 +31,7 @@ const (
 	KindManifestFile                        // <gen>/manifest
 	KindStatusFile                          // <gen>/status
 	KindCtlFile                             // <gen>/ctl
+	KindSumsFile                            // <gen>/SHA256SUMS
 	KindPayloadDir                          // <gen>/payload/
 	KindPayloadFile                         // <gen>/payload/<artifact>
 	KindGenerationLeasesDir                 // <gen>/leases/
@@ -223,6 +224,8 @@ func init() {
 			times: "last change to what it shows: publication, tombstone, lift, retirement (the record's `state_changed_at`), lease grant or release, a settings change, the last refusal, and the end of the restore window once passed. After a daemon restart `last_refusal` reads `none` and the mtime no longer counts it"},
 		KindCtlFile: {name: "ctl file", parent: KindGenerationDir, entry: "ctl", class: 0x15, object: objGeneration, mode: modeCommands, nlink: 1, cache: CacheImmutable, content: ContentCommands, touch: true,
 			render: (*FS).ctlView, shows: "write `tombstone`, `lift` or `retire`; cat: those commands", times: publication},
+		KindSumsFile: {name: "sums file", parent: KindGenerationDir, entry: SumsFileName, class: 0x16, object: objGeneration, mode: modeText, nlink: 1, cache: CacheImmutable, content: ContentText,
+			render: (*FS).sumsView, shows: "the payload digests recorded at publication, in `sha256sum -c` format: `cd <gen> && sha256sum -c SHA256SUMS`", times: publication},
 		KindPayloadDir: {name: "payload directory", parent: KindGenerationDir, entry: "payload", class: 0x13, object: objGeneration, mode: modeDir, nlink: 2, cache: CacheImmutable, content: ContentListing,
 			render: (*FS).generationView, shows: "the published artifacts", times: publication},
 		KindPayloadFile: {name: "payload file", parent: KindPayloadDir, class: 0x18, object: objPayload, mode: modeText, nlink: 1, cache: CacheImmutable, content: ContentPayload,
