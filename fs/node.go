@@ -196,11 +196,8 @@ var _ = (fusefs.NodeOpener)((*node)(nil))
 func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	of := openFlags(flags)
 	h, err := n.lfs.Open(n.ln, of, callerOf(ctx))
-	switch {
-	case err != nil && (of.Write || of.Truncate):
-		return nil, 0, n.refuse("open", "", err)
-	case err != nil:
-		return nil, 0, errnoOf(err)
+	if err != nil {
+		return nil, 0, toSyscall(n.lfs.OpenErrno(n.path(""), of, err))
 	}
 	if h.File != nil && n.payloadAttr.Load() == nil {
 		a, err := n.lfs.OpenAttr(n.ln, h)

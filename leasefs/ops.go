@@ -120,6 +120,18 @@ func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 	return h, nil
 }
 
+// OpenErrno is the errno of an Open of path with fl that failed with err
+// (OK for nil): an open for writing or truncating asks for a change, so
+// its failure is a refused mutation, logged once by Refuse; a read-only
+// open's failure is mapped with ToErrno and not logged (ENOENT is
+// routine). path is the adapter's path of the node, for the log line.
+func (f *FS) OpenErrno(path string, fl OpenFlags, err error) Errno {
+	if fl.Write || fl.Truncate {
+		return f.Refuse("open", path, err)
+	}
+	return ToErrno(err)
+}
+
 // AttrChange is the set of attributes a setattr asks to change.
 type AttrChange uint8
 

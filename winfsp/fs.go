@@ -303,11 +303,8 @@ func (f *fileSystem) Open(p string, flags int) (int, uint64) {
 	}
 	of := openFlags(flags)
 	h, err := f.lfs.Open(n, of, f.callerOf())
-	switch {
-	case err != nil && (of.Write || of.Truncate):
-		return f.refuse("open", p, err), noHandle
-	case err != nil:
-		return errnoOf(err), noHandle
+	if err != nil {
+		return toFuse(f.lfs.OpenErrno(rel(p), of, err)), noHandle
 	}
 	return f.add(n, p, h)
 }
