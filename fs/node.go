@@ -196,11 +196,8 @@ var _ = (fusefs.NodeOpener)((*node)(nil))
 func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	of := openFlags(flags)
 	h, err := n.lfs.Open(n.ln, of, callerOf(ctx))
-	switch {
-	case err != nil && (of.Write || of.Truncate):
-		return nil, 0, n.refuse("open", "", err)
-	case err != nil:
-		return nil, 0, errnoOf(err)
+	if err != nil {
+		return nil, 0, toSyscall(n.lfs.OpenErrno(n.path(""), of, err))
 	}
 	if h.File != nil && n.payloadAttr.Load() == nil {
 		a, err := n.lfs.OpenAttr(n.ln, h)
@@ -465,9 +462,6 @@ func (n *node) Fsync(ctx context.Context, fh fusefs.FileHandle, flags uint32) sy
 	return 0
 }
 
-// stateDirs are the top-level directories a generation moves between.
-var stateDirs = []string{"generations", "tombstones", "retiring"}
-
 // invalidateGeneration tells the kernel to forget name in each state
 // directory that no longer holds it, and drops go-fuse's link there. It
 // runs after the store call, holding no locks, from a WRITE or FLUSH on a
@@ -477,7 +471,7 @@ var stateDirs = []string{"generations", "tombstones", "retiring"}
 // lookup asks leasefs anyway.
 func (n *node) invalidateGeneration(name string) {
 	root := n.Root()
-	for _, dirName := range stateDirs {
+	for _, dirName := range leasefs.StateDirs() {
 		dir := root.GetChild(dirName)
 		if dir == nil || dir.GetChild(name) == nil {
 			continue
@@ -490,43 +484,20 @@ func (n *node) invalidateGeneration(name string) {
 	}
 }
 
-// Getxattr and Listxattr serve leasefs.FS.Xattrs: the digest and
-// generation of payload files. A name a node lacks is ENODATA.
+// Getxattr and Listxattr answer leasefs.ErrNoXattrs (ENOSYS) for every
+// node: the tree has no extended attributes, and on that answer the Linux
+// kernel stops sending either for the whole mount (fc->no_getxattr,
+// no_listxattr), so `ls -l` costs no xattr round trip per file. Without
+// them go-fuse answers ENOATTR, after which the kernel keeps asking.
 var (
 	_ = (fusefs.NodeGetxattrer)((*node)(nil))
 	_ = (fusefs.NodeListxattrer)((*node)(nil))
 )
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	xs, err := n.lfs.Xattrs(n.ln)
-	if err != nil {
-		return 0, errnoOf(err)
-	}
-	for _, x := range xs {
-		if x.Name == attr {
-			return copyOut(dest, x.Value)
-		}
-	}
-	return 0, syscall.ENODATA
+	return 0, errnoOf(leasefs.ErrNoXattrs)
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	xs, err := n.lfs.Xattrs(n.ln)
-	if err != nil {
-		return 0, errnoOf(err)
-	}
-	var names []byte
-	for _, x := range xs {
-		names = append(append(names, x.Name...), 0)
-	}
-	return copyOut(dest, names)
-}
-
-// copyOut answers an xattr request: a zero-size dest asks for the size,
-// a dest too small is ERANGE (getxattr(2)).
-func copyOut(dest, value []byte) (uint32, syscall.Errno) {
-	if len(dest) < len(value) {
-		return uint32(len(value)), syscall.ERANGE
-	}
-	return uint32(copy(dest, value)), 0
+	return 0, errnoOf(leasefs.ErrNoXattrs)
 }

@@ -60,7 +60,7 @@ func (f *FS) leave() {
 //
 // Entry points that touch the store: Lookup, Walk, ReadDir, ReadDirFrom,
 // Attr, SetAttr, Open, Create, Remove, Rmdir, MakeEntry, Rename,
-// CheckRemove, Xattrs, and Commands.Write and Commands.Flush. A new one
+// CheckRemove, and Commands.Write and Commands.Flush. A new one
 // must call f.enter first (detach_test.go lists every exported method).
 func (f *FS) Detach() {
 	g := &f.gate

@@ -46,17 +46,13 @@ type Handle struct {
 
 // isWritable reports whether n takes writes: lease files (`pid N`,
 // `kill`) and ctl files (`tombstone`, `lift`, `retire`).
-func (n Node) isWritable() bool {
-	return n.kind == KindLeaseFile || n.kind == KindCtlFile || n.kind == KindIncomingCtlFile
-}
+func (n Node) isWritable() bool { return n.kind.Content() == ContentCommands }
 
 // isLeaseNode reports whether n is a writable file or a leases directory:
 // the nodes that accept a change of times (and, for files, of size) as a
 // no-op, and refuse other attribute changes with ErrNotPermitted rather
 // than ErrReadOnly.
-func (n Node) isLeaseNode() bool {
-	return n.isWritable() || n.kind == KindGenerationLeasesDir || n.kind == KindLeasesDir || n.kind == KindKeyLeasesDir
-}
+func (n Node) isLeaseNode() bool { return n.kind.facts().touch }
 
 // Open opens file node n for c. Payload files, text files and the
 // events file (a new subscription, Handle.Events) open read-only: a write
@@ -76,10 +72,11 @@ func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 		return Handle{}, err
 	}
 	defer f.leave()
+	content := n.kind.Content()
 	switch {
-	case n.IsDir():
+	case content == ContentListing:
 		return Handle{}, fmt.Errorf("open %s: %w", n, ErrIsDir)
-	case n.kind == KindIncomingFile:
+	case content == ContentBacking:
 		return f.openIncoming(n, fl, c)
 	case fl.Write || fl.Truncate:
 		if err := f.authorize(c, "open "+n.String()+" for writing"); err != nil {
@@ -93,7 +90,7 @@ func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 				return Handle{}, err
 			}
 		}
-	case n.kind == KindPayloadFile:
+	case content == ContentPayload:
 		file, err := f.st.OpenPayload(n.Generation(), n.name)
 		if err != nil {
 			return Handle{}, err
@@ -103,13 +100,13 @@ func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 			return Handle{}, err
 		}
 		return Handle{File: file}, nil
-	case n.kind == KindIndexFile:
+	case content == ContentSnapshot:
 		file, _, err := f.st.SnapshotIndex()
 		if err != nil {
 			return Handle{}, err
 		}
 		return Handle{Snapshot: file}, nil
-	case n.kind == KindEventsFile:
+	case content == ContentStream:
 		return Handle{Events: f.openEvents()}, nil
 	}
 	data, err := f.content(n)
@@ -121,6 +118,18 @@ func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 		h.Commands = f.commands(n)
 	}
 	return h, nil
+}
+
+// OpenErrno is the errno of an Open of path with fl that failed with err
+// (OK for nil): an open for writing or truncating asks for a change, so
+// its failure is a refused mutation, logged once by Refuse; a read-only
+// open's failure is mapped with ToErrno and not logged (ENOENT is
+// routine). path is the adapter's path of the node, for the log line.
+func (f *FS) OpenErrno(path string, fl OpenFlags, err error) Errno {
+	if fl.Write || fl.Truncate {
+		return f.Refuse("open", path, err)
+	}
+	return ToErrno(err)
 }
 
 // AttrChange is the set of attributes a setattr asks to change.

@@ -18,7 +18,8 @@ var cases = []struct {
 }{
 	{"MountTree", testMountTree},
 	{"Payload", testPayload},
-	{"Xattrs", testXattrs},
+	{"NoXattrs", testNoXattrs},
+	{"Sums", testSums},
 	{"AttrCache", testAttrCache},
 	{"Leases", testLeases},
 	{"Tombstone", testTombstone},
