@@ -6,16 +6,17 @@
 // stderr.
 //
 //	benchfs capture OUTDIR SIZE          OUTDIR/capture with a dense memory.bin, OUTDIR/class.json
-//	benchfs read FILE                    sequential read, 1 MiB at a time: MiB/s
+//	benchfs read [-for SECONDS] [-cold] FILE [EVICT...]  sequential reads of FILE, 1 MiB at a time, again until SECONDS have passed; -cold drops the page cache before each pass (EVICT: more files to evict where drop_caches is not permitted): MiB/s
 //	benchfs evict FILE...                drop the files' clean cached pages (POSIX_FADV_DONTNEED)
 //	benchfs fsync DIR COUNT              durable records, temp + fsync + rename + dir fsync each: records/s
 //	benchfs create DIR[:DIR...] CALLERS COUNT PREFIX  COUNT files O_CREAT|O_EXCL + close from CALLERS goroutines, caller k in the k-th DIR: files/s
-//	benchfs stat FILE COUNT              stat(2) latency, 99th percentile: µs
+//	benchfs stat COUNT FILE...           stat(2) latency of each FILE, COUNT stats each, the files taken in turn: 99th percentile per FILE, one line each, µs
 //	benchfs leases STORE GEN COUNT CALLERS   COUNT leases by store.AcquireLease (store not mounted): leases/s
 package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -48,7 +49,7 @@ func main() {
 	case "capture":
 		err = withArgs(args, 2, func() error { return capture(args[0], args[1]) })
 	case "read":
-		err = withArgs(args, 1, func() error { return read(args[0]) })
+		err = read(args)
 	case "evict":
 		err = evict(args)
 	case "fsync":
@@ -56,7 +57,7 @@ func main() {
 	case "create":
 		err = withArgs(args, 4, func() error { return create(args[0], args[1], args[2], args[3]) })
 	case "stat":
-		err = withArgs(args, 2, func() error { return statLatency(args[0], args[1]) })
+		err = statLatency(args)
 	case "leases":
 		err = withArgs(args, 4, func() error { return leases(args[0], args[1], args[2], args[3]) })
 	default:
@@ -143,30 +144,66 @@ func densify(path string, size int64) error {
 	return f.Close()
 }
 
-// read reads path from start to end and prints MiB/s.
-func read(path string) error {
+// read reads a file from start to end, again and again until the time
+// given by -for has passed (one pass at least), and prints MiB/s over the
+// passes: a short read is too noisy to compare. With -cold each pass
+// starts with the page cache dropped (drop_caches where permitted, else
+// the clean pages of the file and of each EVICT file); the drop is not
+// timed.
+func read(args []string) error {
+	flags := flag.NewFlagSet("read", flag.ContinueOnError)
+	secs := flags.Float64("for", 0, "read again until `SECONDS` have passed")
+	cold := flags.Bool("cold", false, "drop the page cache before each pass")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	if flags.NArg() < 1 {
+		return errors.New("read: want FILE [EVICT...]")
+	}
+	path := flags.Arg(0)
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	buf := make([]byte, chunk)
-	start := time.Now()
 	var total int64
-	for {
-		n, err := f.Read(buf)
-		total += int64(n)
-		if err == io.EOF {
-			break
+	var took time.Duration
+	passes := 0
+	for passes == 0 || took.Seconds() < *secs {
+		if *cold {
+			if err := dropCache(flags.Args()); err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return fmt.Errorf("%s at %d: %w", path, total, err)
+		start := time.Now()
+		for off := int64(0); ; {
+			n, err := f.ReadAt(buf, off)
+			off += int64(n)
+			total += int64(n)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("%s at %d: %w", path, off, err)
+			}
 		}
+		took += time.Since(start)
+		passes++
 	}
-	secs := time.Since(start).Seconds()
-	fmt.Fprintf(os.Stderr, "read %s: %d bytes in %.3f s\n", path, total, secs)
-	fmt.Printf("%.1f\n", float64(total)/(1<<20)/secs)
+	fmt.Fprintf(os.Stderr, "read %s: %d bytes in %d passes, %.3f s\n", path, total, passes, took.Seconds())
+	fmt.Printf("%.1f\n", float64(total)/(1<<20)/took.Seconds())
 	return nil
+}
+
+// dropCache makes the next read of each of paths come from the disk:
+// sync, then drop_caches where permitted, else evict the files' pages.
+func dropCache(paths []string) error {
+	unix.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0); err == nil {
+		return nil
+	}
+	return evict(paths)
 }
 
 // evict asks the kernel to drop each file's clean cached pages, the
@@ -279,23 +316,33 @@ func create(dirs, callersArg, countArg, prefix string) error {
 	return nil
 }
 
-// statLatency stats path count times and prints the 99th percentile in µs.
-func statLatency(path, countArg string) error {
-	n, err := count(countArg)
+// statLatency stats each of paths count times, the paths taken in turn
+// (so each sees the same moments of the machine), and prints the 99th
+// percentile of each path's latencies in µs, one line per path in order.
+func statLatency(args []string) error {
+	if len(args) < 2 {
+		return errors.New("stat: want COUNT FILE...")
+	}
+	n, err := count(args[0])
 	if err != nil {
 		return err
 	}
-	lat := make([]time.Duration, n)
+	paths := args[1:]
+	lat := make([][]time.Duration, len(paths))
 	var st unix.Stat_t
-	for i := range lat {
-		start := time.Now()
-		if err := unix.Stat(path, &st); err != nil {
-			return fmt.Errorf("stat %s: %w", path, err)
+	for range n {
+		for k, path := range paths {
+			start := time.Now()
+			if err := unix.Stat(path, &st); err != nil {
+				return fmt.Errorf("stat %s: %w", path, err)
+			}
+			lat[k] = append(lat[k], time.Since(start))
 		}
-		lat[i] = time.Since(start)
 	}
-	slices.Sort(lat)
-	fmt.Printf("%.1f\n", float64(lat[n*99/100].Nanoseconds())/1e3)
+	for _, l := range lat {
+		slices.Sort(l)
+		fmt.Printf("%.1f\n", float64(l[n*99/100].Nanoseconds())/1e3)
+	}
 	return nil
 }
 
