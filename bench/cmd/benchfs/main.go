@@ -23,14 +23,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"templatefs/bench/internal/cli"
+	"templatefs/bench/internal/parallel"
 	"templatefs/internal/sample"
 	"templatefs/store"
 	"templatefs/store/manifest"
@@ -41,58 +40,38 @@ const chunk = 1 << 20
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(errors.New("usage: benchfs capture|read|evict|fsync|create|stat|leases ARGS (see the package doc)"))
+		cli.Fail(errors.New("usage: benchfs capture|read|evict|fsync|create|stat|leases ARGS (see the package doc)"))
 	}
 	args := os.Args[2:]
 	var err error
 	switch cmd := os.Args[1]; cmd {
 	case "capture":
-		err = withArgs(args, 2, func() error { return capture(args[0], args[1]) })
+		err = cli.WithArgs(args, 2, func() error { return capture(args[0], args[1]) })
 	case "read":
 		err = read(args)
 	case "evict":
 		err = evict(args)
 	case "fsync":
-		err = withArgs(args, 2, func() error { return fsyncRecords(args[0], args[1]) })
+		err = cli.WithArgs(args, 2, func() error { return fsyncRecords(args[0], args[1]) })
 	case "create":
-		err = withArgs(args, 4, func() error { return create(args[0], args[1], args[2], args[3]) })
+		err = cli.WithArgs(args, 4, func() error { return create(args[0], args[1], args[2], args[3]) })
 	case "stat":
 		err = statLatency(args)
 	case "leases":
-		err = withArgs(args, 4, func() error { return leases(args[0], args[1], args[2], args[3]) })
+		err = cli.WithArgs(args, 4, func() error { return leases(args[0], args[1], args[2], args[3]) })
 	default:
 		err = fmt.Errorf("unknown subcommand %q", cmd)
 	}
 	if err != nil {
-		fail(err)
+		cli.Fail(err)
 	}
-}
-
-func fail(err error) {
-	fmt.Fprintf(os.Stderr, "benchfs: %v\n", err)
-	os.Exit(1)
-}
-
-func withArgs(args []string, n int, f func() error) error {
-	if len(args) != n {
-		return fmt.Errorf("want %d arguments, got %d", n, len(args))
-	}
-	return f()
-}
-
-func count(s string) (int, error) {
-	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("count %q: want a positive integer", s)
-	}
-	return n, nil
 }
 
 // capture writes a sample capture anchored on this host now, as
 // `templatefs sample-capture` does, then fills every hole of memory.bin so
 // that reading it reads the disk (sample captures are sparse).
 func capture(out, sizeArg string) error {
-	size, err := count(sizeArg)
+	size, err := cli.Count(sizeArg)
 	if err != nil {
 		return err
 	}
@@ -231,7 +210,7 @@ var record = []byte(`{"clone_id":"clone-000000","store_generation":"g000001","se
 // file-per-record way to persist what a lease persists. It prints
 // records/s.
 func fsyncRecords(dir, countArg string) error {
-	n, err := count(countArg)
+	n, err := cli.Count(countArg)
 	if err != nil {
 		return err
 	}
@@ -275,44 +254,30 @@ func fsyncRecords(dir, countArg string) error {
 // their number), as orchestrators that give each template its own
 // generation do. Any failed create fails the run.
 func create(dirs, callersArg, countArg, prefix string) error {
-	callers, err := count(callersArg)
+	callers, err := cli.Count(callersArg)
 	if err != nil {
 		return err
 	}
-	n, err := count(countArg)
+	n, err := cli.Count(countArg)
 	if err != nil {
 		return err
 	}
-	var next atomic.Int64
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	start := time.Now()
 	dirList := strings.Split(dirs, ":")
-	for k := range callers {
-		dir := dirList[k%len(dirList)]
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
-				fd, err := unix.Open(filepath.Join(dir, fmt.Sprintf("%s-%07d", prefix, i)), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
-				if err == nil {
-					err = unix.Close(fd)
-				}
-				if err != nil {
-					mu.Lock()
-					if first == nil {
-						first = fmt.Errorf("create %s-%07d in %s: %w", prefix, i, dir, err)
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		})
+	rate, err := parallel.Rate(callers, n, func(caller, i int) error {
+		path := filepath.Join(dirList[caller%len(dirList)], fmt.Sprintf("%s-%07d", prefix, i))
+		fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+		if err == nil {
+			err = unix.Close(fd)
+		}
+		if err != nil {
+			return fmt.Errorf("create %s: %w", path, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	fmt.Printf("%.1f\n", float64(n)/time.Since(start).Seconds())
+	fmt.Printf("%.1f\n", rate)
 	return nil
 }
 
@@ -323,7 +288,7 @@ func statLatency(args []string) error {
 	if len(args) < 2 {
 		return errors.New("stat: want COUNT FILE...")
 	}
-	n, err := count(args[0])
+	n, err := cli.Count(args[0])
 	if err != nil {
 		return err
 	}
@@ -354,11 +319,11 @@ func leases(dir, genArg, countArg, callersArg string) error {
 	if err != nil {
 		return err
 	}
-	n, err := count(countArg)
+	n, err := cli.Count(countArg)
 	if err != nil {
 		return err
 	}
-	callers, err := count(callersArg)
+	callers, err := cli.Count(callersArg)
 	if err != nil {
 		return err
 	}
@@ -367,32 +332,19 @@ func leases(dir, genArg, countArg, callersArg string) error {
 		return err
 	}
 	defer st.Close()
-	var next atomic.Int64
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
 	start := time.Now()
-	for range callers {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
-				if _, _, err := st.AcquireLease(gen, fmt.Sprintf("clone-%07d", i)); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					return
-				}
-				if i%100000 == 99999 {
-					fmt.Fprintf(os.Stderr, "leases: %d of %d after %.1f s\n", i+1, n, time.Since(start).Seconds())
-				}
-			}
-		})
+	rate, err := parallel.Rate(callers, n, func(_, i int) error {
+		if _, _, err := st.AcquireLease(gen, fmt.Sprintf("clone-%07d", i)); err != nil {
+			return err
+		}
+		if i%100000 == 99999 {
+			fmt.Fprintf(os.Stderr, "leases: %d of %d after %.1f s\n", i+1, n, time.Since(start).Seconds())
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	fmt.Printf("%.1f\n", float64(n)/time.Since(start).Seconds())
+	fmt.Printf("%.1f\n", rate)
 	return st.Close()
 }

@@ -15,33 +15,33 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"templatefs/bench/internal/cli"
 )
 
 func main() {
 	if len(os.Args) != 4 {
-		fail(errors.New("usage: ceilingfs mem MNT COUNT | loopback MNT DIR"))
+		cli.Fail(errors.New("usage: ceilingfs mem MNT COUNT | loopback MNT DIR"))
 	}
 	mnt, arg := os.Args[2], os.Args[3]
 	var srv *fuse.Server
 	var err error
 	switch cmd := os.Args[1]; cmd {
 	case "mem":
-		n, cerr := strconv.Atoi(arg)
-		if cerr != nil || n <= 0 {
-			fail(fmt.Errorf("count %q: want a positive integer", arg))
+		var n int
+		if n, err = cli.Count(arg); err == nil {
+			srv, err = mountMem(mnt, n)
 		}
-		srv, err = mountMem(mnt, n)
 	case "loopback":
 		srv, err = mountLoopback(mnt, arg)
 	default:
 		err = fmt.Errorf("unknown subcommand %q", cmd)
 	}
 	if err != nil {
-		fail(err)
+		cli.Fail(err)
 	}
 	fmt.Println("mounted")
 	stop := make(chan os.Signal, 1)
@@ -53,11 +53,6 @@ func main() {
 		}
 	}()
 	srv.Wait()
-}
-
-func fail(err error) {
-	fmt.Fprintf(os.Stderr, "ceilingfs: %v\n", err)
-	os.Exit(1)
 }
 
 // mountOptions are templatefs' own FUSE mount options (fs/mount.go) where

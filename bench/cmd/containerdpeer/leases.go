@@ -5,13 +5,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+
+	"templatefs/bench/internal/parallel"
 )
 
 // namespace holds the bench's leases in containerd.
@@ -42,29 +42,11 @@ func createLeases(ctx context.Context, socket string, callers, n int, prefix str
 	defer c.Close()
 	ctx = namespaces.WithNamespace(ctx, namespace)
 	ls := c.LeasesService()
-	var next atomic.Int64
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range callers {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
-				id := fmt.Sprintf("%s-%07d", prefix, i)
-				if _, err := ls.Create(ctx, leases.WithID(id)); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = fmt.Errorf("create lease %s: %w", id, err)
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if first != nil {
-		return 0, first
-	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	return parallel.Rate(callers, n, func(_, i int) error {
+		id := fmt.Sprintf("%s-%07d", prefix, i)
+		if _, err := ls.Create(ctx, leases.WithID(id)); err != nil {
+			return fmt.Errorf("create lease %s: %w", id, err)
+		}
+		return nil
+	})
 }

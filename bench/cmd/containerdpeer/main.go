@@ -17,47 +17,28 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
+
+	"templatefs/bench/internal/cli"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(errors.New("usage: containerdpeer serve DIR | create SOCKET CALLERS COUNT PREFIX"))
+		cli.Fail(errors.New("usage: containerdpeer serve DIR | create SOCKET CALLERS COUNT PREFIX"))
 	}
 	args := os.Args[2:]
 	var err error
 	switch cmd := os.Args[1]; cmd {
 	case "serve":
-		err = withArgs(args, 1, func() error { return serve(args[0]) })
+		err = cli.WithArgs(args, 1, func() error { return serve(args[0]) })
 	case "create":
-		err = withArgs(args, 4, func() error { return create(args[0], args[1], args[2], args[3]) })
+		err = cli.WithArgs(args, 4, func() error { return create(args[0], args[1], args[2], args[3]) })
 	default:
 		err = fmt.Errorf("unknown subcommand %q", cmd)
 	}
 	if err != nil {
-		fail(err)
+		cli.Fail(err)
 	}
-}
-
-func fail(err error) {
-	fmt.Fprintf(os.Stderr, "containerdpeer: %v\n", err)
-	os.Exit(1)
-}
-
-func withArgs(args []string, n int, f func() error) error {
-	if len(args) != n {
-		return fmt.Errorf("want %d arguments, got %d", n, len(args))
-	}
-	return f()
-}
-
-func count(s string) (int, error) {
-	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("count %q: want a positive integer", s)
-	}
-	return n, nil
 }
 
 // serve runs containerd under dir until SIGTERM or SIGINT, then stops it.
@@ -79,11 +60,11 @@ func serve(dir string) error {
 // create prints the rate of creating count leases prefix-<i> through the
 // containerd serving socket, from callers goroutines.
 func create(socket, callersArg, countArg, prefix string) error {
-	callers, err := count(callersArg)
+	callers, err := cli.Count(callersArg)
 	if err != nil {
 		return err
 	}
-	n, err := count(countArg)
+	n, err := cli.Count(countArg)
 	if err != nil {
 		return err
 	}
