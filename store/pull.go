@@ -23,7 +23,9 @@ import (
 
 // PullStageName is the incoming directory name of the pull of the OCI
 // manifest whose SHA-256 is manifestHex (lowercase hex).
-func PullStageName(manifestHex string) string { return "pull-" + manifestHex[:min(32, len(manifestHex))] }
+func PullStageName(manifestHex string) string {
+	return "pull-" + manifestHex[:min(32, len(manifestHex))]
+}
 
 // Expected is a generation as another store recorded it: the key ID and
 // artifacts a pulled capture must reproduce exactly.
@@ -131,7 +133,7 @@ func (p *PullStage) writeDurably(path string, data []byte) error {
 	}
 	_, err = f.Write(data)
 	if err == nil {
-		err = syncFile(noFault, f)
+		err = syncNow(f.Sync())
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -140,7 +142,7 @@ func (p *PullStage) writeDurably(path string, data []byte) error {
 		err = os.Rename(tmp, path)
 	}
 	if err == nil {
-		err = syncDirAt(noFault, filepath.Dir(path))
+		err = syncNow(syncDir(filepath.Dir(path)))
 	}
 	return p.s.readOnlyAfterSync(err)
 }
@@ -170,7 +172,7 @@ func (p *PullStage) Create(artifact string, size int64) (*PullFile, error) {
 // it to capture/<artifact> and fsyncs the directories. Kill point
 // pull-saved-<artifact> follows.
 func (p *PullStage) Save(f *PullFile) error {
-	err := syncFile(noFault, f.f)
+	err := syncNow(f.f.Sync())
 	if cerr := f.f.Close(); err == nil {
 		err = cerr
 	}
@@ -179,7 +181,7 @@ func (p *PullStage) Save(f *PullFile) error {
 	}
 	for _, d := range []string{filepath.Join(p.dir, IncomingCaptureDir), p.dir} {
 		if err == nil {
-			err = syncDirAt(noFault, d)
+			err = syncNow(syncDir(d))
 		}
 	}
 	if err != nil {
@@ -195,7 +197,7 @@ func (p *PullStage) Discard() error {
 	if err := os.RemoveAll(p.dir); err != nil {
 		return err
 	}
-	return p.s.readOnlyAfterSync(syncDirAt(noFault, filepath.Dir(p.dir)))
+	return p.s.readOnlyAfterSync(syncNow(syncDir(filepath.Dir(p.dir))))
 }
 
 // Publish publishes the staged capture as PublishIncoming does, checking
@@ -244,3 +246,12 @@ func (f *PullFile) Truncate(size int64) error { return f.f.Truncate(size) }
 // Close closes an unsaved download; its .part file stays until the next
 // Create of the same artifact.
 func (f *PullFile) Close() error { return f.f.Close() }
+
+// syncNow is the error of an fsync a pull's staging made: a *syncError,
+// so that readOnlyAfterSync applies the store's policy to it.
+func syncNow(err error) error {
+	if err != nil {
+		return &syncError{err}
+	}
+	return nil
+}

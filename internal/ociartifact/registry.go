@@ -10,13 +10,16 @@ import (
 	"oras.land/oras-go/v2/registry/remote/retry"
 )
 
+// Registry is a repository in an OCI registry.
+type Registry = *remote.Repository
+
 // Repository returns the repository of ref ("registry.example/templates/
 // name:tag") and its tag, authenticating with the credentials of the Docker
 // configuration directory dockerConfig (its config.json, credential
 // helpers included, as docker and oras read it; a missing file means
 // anonymous access). plainHTTP talks HTTP instead of HTTPS, for a registry
 // on loopback or a trusted network. ref must name a tag.
-func Repository(ref string, plainHTTP bool, dockerConfig string) (*remote.Repository, string, error) {
+func Repository(ref string, plainHTTP bool, dockerConfig string) (Registry, string, error) {
 	repo, err := remote.NewRepository(ref)
 	if err != nil {
 		return nil, "", fmt.Errorf("reference %q: %w", ref, err)
