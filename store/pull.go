@@ -154,9 +154,9 @@ func (p *PullStage) Saved(artifact string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// Create starts the download of artifact of size bytes: a new, empty
-// <artifact>.part (one an interrupted pull left is discarded).
-func (p *PullStage) Create(artifact string, size int64) (*PullFile, error) {
+// Create starts the download of artifact: a new, empty <artifact>.part
+// (one an interrupted pull left is discarded).
+func (p *PullStage) Create(artifact string) (*PullFile, error) {
 	path := filepath.Join(p.dir, artifact+".part")
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -165,7 +165,7 @@ func (p *PullStage) Create(artifact string, size int64) (*PullFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PullFile{f: f, s: p.s, name: artifact, half: size / 2}, nil
+	return &PullFile{f: f, s: p.s, name: artifact}, nil
 }
 
 // Save makes a verified download final: it fsyncs and closes f, renames
@@ -218,26 +218,30 @@ func (p *PullStage) Publish(want Expected) (Generation, error) {
 
 // PullFile is an artifact being downloaded into a pull's staging
 // directory. Its writes fail with ErrInterrupted once the store is
-// interrupted (a stopping daemon). Kill point pull-half-<artifact> is
-// the first write at or past half the artifact's size.
+// interrupted (a stopping daemon). Kill point pull-midway-<artifact> is
+// the first write after MidwayBytes of the artifact's data are written.
 type PullFile struct {
-	f    *os.File
-	s    *Store
-	name string
-	half int64
-	past bool
+	f       *os.File
+	s       *Store
+	name    string
+	written int64
 }
+
+// MidwayBytes is where kill point pull-midway-<artifact> sits in an
+// artifact's data.
+const MidwayBytes = 512 << 10
 
 // WriteAt writes b at off.
 func (f *PullFile) WriteAt(b []byte, off int64) (int, error) {
 	if f.s.interrupted.Load() {
 		return 0, fmt.Errorf("pull of %s stopped: %w", f.name, ErrInterrupted)
 	}
-	if !f.past && off >= f.half {
-		f.past = true
-		failpoint("pull-half-" + f.name)
+	if f.written >= MidwayBytes {
+		failpoint("pull-midway-" + f.name)
 	}
-	return f.f.WriteAt(b, off)
+	n, err := f.f.WriteAt(b, off)
+	f.written += int64(n)
+	return n, err
 }
 
 // Truncate sets the file's length.

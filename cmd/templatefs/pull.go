@@ -79,7 +79,7 @@ func pull(ctx context.Context, st *store.Store, out opOutput, ref string, repo o
 			fmt.Fprintf(out.stdout, "%s: kept, downloaded and verified by an earlier pull\n", a.Name)
 			continue
 		}
-		f, err := stage.Create(a.Name, a.Size)
+		f, err := stage.Create(a.Name)
 		if err != nil {
 			return store.Generation{}, err
 		}

@@ -213,14 +213,8 @@ func (sp Sparse) WriteData(r io.Reader, dst io.WriterAt, truncate func(int64) er
 			if _, err := io.ReadFull(r, buf[:n]); err != nil {
 				return fmt.Errorf("%w: data of extent %d: %w", ErrEncoding, i, shortRead(err))
 			}
-			for j := 0; j < n; j += pageSize {
-				page := buf[j:min(j+pageSize, n)]
-				if allZero(page) {
-					continue
-				}
-				if _, err := dst.WriteAt(page, p+int64(j)); err != nil {
-					return err
-				}
+			if err := writeNonZero(dst, buf[:n], p); err != nil {
+				return err
 			}
 			if progress != nil {
 				if err := progress(int64(n)); err != nil {
@@ -231,6 +225,30 @@ func (sp Sparse) WriteData(r io.Reader, dst io.WriterAt, truncate func(int64) er
 		}
 	}
 	return nil
+}
+
+// writeNonZero writes b to dst at off, but for its all-zero pages: each
+// run of pages that are not all zero in one write.
+func writeNonZero(dst io.WriterAt, b []byte, off int64) error {
+	start := -1 // the first page of the current run, or -1
+	flush := func(end int) error {
+		if start < 0 {
+			return nil
+		}
+		_, err := dst.WriteAt(b[start:end], off+int64(start))
+		start = -1
+		return err
+	}
+	for j := 0; j < len(b); j += pageSize {
+		if !allZero(b[j:min(j+pageSize, len(b))]) {
+			if start < 0 {
+				start = j
+			}
+		} else if err := flush(j); err != nil {
+			return err
+		}
+	}
+	return flush(len(b))
 }
 
 // shortRead names an early end of the blob.
