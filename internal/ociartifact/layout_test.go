@@ -3,6 +3,7 @@ package ociartifact
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -83,7 +84,7 @@ func TestCheckManifest(t *testing.T) {
 		var l []ocispec.Descriptor
 		for _, a := range c.Artifacts {
 			l = append(l, ocispec.Descriptor{MediaType: LayerMediaType, Size: headerSize, Annotations: map[string]string{
-				AnnotationTitle: a.Name, AnnotationSize: strings.TrimSpace(jsonNumber(a.Size)), AnnotationSHA256: a.SHA256,
+				AnnotationTitle: a.Name, AnnotationSize: strconv.FormatInt(a.Size, 10), AnnotationSHA256: a.SHA256,
 			}})
 		}
 		return l
@@ -109,9 +110,4 @@ func TestCheckManifest(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrLayout", name, err)
 		}
 	}
-}
-
-func jsonNumber(n int64) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
