@@ -204,9 +204,9 @@ func (p *PullStage) Discard() error {
 // before anything is committed that it has exactly want's key ID and
 // artifacts (ErrExpectedDiffers otherwise), then removes the emptied
 // staging directory. Errors: PublishIncoming's and ErrExpectedDiffers;
-// on any, nothing is published.
-func (p *PullStage) Publish(want Expected) (Generation, error) {
-	g, err := p.s.publishIncoming(p.name, &want)
+// on any, nothing is published. progress (may be nil) sees the hashing.
+func (p *PullStage) Publish(want Expected, progress Progress) (Generation, error) {
+	g, err := p.s.publishIncoming(p.name, &want, progress)
 	if err != nil {
 		return Generation{}, err
 	}

@@ -92,7 +92,7 @@ func pull(ctx context.Context, st *store.Store, out opOutput, ref string, repo o
 		}
 		fmt.Fprintf(out.stdout, "%s: downloaded %s and verified\n", a.Name, mib(remote.Layers[i].Size))
 	}
-	g, err := stage.Publish(want)
+	g, err := stage.Publish(want, out.progress("verify"))
 	if errors.Is(err, store.ErrExpectedDiffers) {
 		if derr := stage.Discard(); derr != nil {
 			err = fmt.Errorf("%w (and removing what was downloaded failed: %v)", err, derr)
