@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 
 	"templatefs/internal/ociartifact"
 	"templatefs/store"
@@ -57,7 +58,7 @@ func pull(ctx context.Context, st *store.Store, out opOutput, ref string, repo o
 			err = usableHeld(g)
 		}
 		if err == nil {
-			fmt.Fprintf(out.stdout, "the store holds %s@%s already as %s: nothing copied\n", ref, remote.Manifest.Digest, g.ID)
+			fmt.Fprintf(out.stdout, "the store holds %s already as %s: nothing copied\n", pinned(ref, remote.Manifest.Digest.String()), g.ID)
 		}
 		return g, err
 	}
@@ -101,8 +102,17 @@ func pull(ctx context.Context, st *store.Store, out opOutput, ref string, repo o
 	if err != nil {
 		return store.Generation{}, err
 	}
-	fmt.Fprintf(out.stdout, "pulled %s@%s as %s\n", ref, remote.Manifest.Digest, g.ID)
+	fmt.Fprintf(out.stdout, "pulled %s as %s\n", pinned(ref, remote.Manifest.Digest.String()), g.ID)
 	return g, nil
+}
+
+// pinned is ref with the manifest digest, REF@sha256:…, as push prints
+// it; a ref that names the digest already is left as it is.
+func pinned(ref, digest string) string {
+	if strings.Contains(ref, "@") {
+		return ref
+	}
+	return ref + "@" + digest
 }
 
 // usableHeld refuses a held generation that grants no lease, as publish

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"templatefs/internal/ociartifact"
 	"templatefs/store"
@@ -30,6 +31,9 @@ func preparePush(fl *flag.FlagSet, args []string) (storeOp, error) {
 		return storeOp{}, err
 	}
 	ref := pos[2]
+	if strings.Contains(ref, "@") {
+		return storeOp{}, usagef("REF %q names a digest: push tags what it uploads, give REGISTRY/REPOSITORY:TAG", ref)
+	}
 	run := func(st *store.Store, out opOutput) error {
 		cfg, err := pushConfig(st, gen)
 		if err != nil {
@@ -47,7 +51,7 @@ func preparePush(fl *flag.FlagSet, args []string) (storeOp, error) {
 		for _, name := range res.Skipped {
 			fmt.Fprintf(out.stdout, "%s: the registry holds it already\n", name)
 		}
-		fmt.Fprintf(out.stdout, "pushed %s (key %s): %s of data, %s sent\n%s@%s\n", gen, cfg.KeyID, mib(res.DataBytes), mib(res.WireBytes), ref, res.Manifest.Digest)
+		fmt.Fprintf(out.stdout, "pushed %s (key %s): %s of data, %s sent\n%s\n", gen, cfg.KeyID, mib(res.DataBytes), mib(res.WireBytes), pinned(ref, res.Manifest.Digest.String()))
 		return nil
 	}
 	return storeOp{dir: pos[0], args: commandLine(fl, pos[0], pos[1], ref), run: run}, nil

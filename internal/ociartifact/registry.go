@@ -26,7 +26,7 @@ func Repository(ref string, plainHTTP bool, dockerConfig string) (Registry, stri
 	}
 	tag := repo.Reference.Reference
 	if tag == "" {
-		return nil, "", fmt.Errorf("reference %q names no tag: want REGISTRY/REPOSITORY:TAG", ref)
+		return nil, "", fmt.Errorf("reference %q names no tag: want REGISTRY/REPOSITORY:TAG (or, to pull, REGISTRY/REPOSITORY@sha256:DIGEST)", ref)
 	}
 	creds, err := credentials.NewStore(filepath.Join(dockerConfig, "config.json"), credentials.StoreOptions{})
 	if err != nil {
