@@ -18,7 +18,7 @@ type Registry = *remote.Repository
 // configuration directory dockerConfig (its config.json, credential
 // helpers included, as docker and oras read it; a missing file means
 // anonymous access). plainHTTP talks HTTP instead of HTTPS, for a registry
-// on loopback or a trusted network. ref must name a tag.
+// on loopback or a trusted network. ref must name a tag or a digest.
 func Repository(ref string, plainHTTP bool, dockerConfig string) (Registry, string, error) {
 	repo, err := remote.NewRepository(ref)
 	if err != nil {
