@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"sync"
 
 	"templatefs/internal/ociartifact"
 	"templatefs/store"
@@ -40,11 +41,18 @@ func preparePull(fl *flag.FlagSet, args []string) (storeOp, error) {
 	return storeOp{dir: pos[1], args: commandLine(fl, ref, pos[1]), run: run}, nil
 }
 
+// pulls serialises the pulls a daemon runs for its clients: two pulls of
+// one manifest share its staging directory. (Offline, the store's lock
+// admits one command.)
+var pulls sync.Mutex
+
 // pull fetches and checks the manifest and config, returns the generation
 // the store already holds with the same key and artifacts (copying
 // nothing), else downloads the artifacts not saved by an interrupted pull
 // into the staging directory and publishes it.
 func pull(ctx context.Context, st *store.Store, out opOutput, ref string, repo ociartifact.Registry, tag string) (store.Generation, error) {
+	pulls.Lock()
+	defer pulls.Unlock()
 	remote, err := ociartifact.Resolve(ctx, repo, tag)
 	if err != nil {
 		return store.Generation{}, err
