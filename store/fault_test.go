@@ -476,7 +476,7 @@ func faultRows() []faultRow {
 		},
 		{
 			name: "fleet-view-commit", readOnly: true,
-			op:   func(f *faultFixture) error { return f.st.ResyncFleet(3, map[string][]byte{}) },
+			op: func(f *faultFixture) error { return f.st.ResyncFleet(3, map[string][]byte{}) },
 		},
 		{
 			name: "lift-commit", readOnly: true,
