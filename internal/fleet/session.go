@@ -65,6 +65,16 @@ func (m *Member) session(ctx context.Context) error {
 			if !ok {
 				return errors.New("watch of tombstones ended")
 			}
+			if compacted(wr) { // etcd sends it after the watch's creation
+				m.log.Warn("fleet: etcd compacted the revision this store had; resynchronising", "revision", w.applied, "compacted_to", wr.CompactRevision)
+				if w, err = m.resync(ctx); err != nil {
+					return err
+				}
+				if w.caughtUp() {
+					m.setConnected(true, nil)
+				}
+				continue
+			}
 			if err := wr.Err(); err != nil {
 				return fmt.Errorf("watch of tombstones: %w", err)
 			}
@@ -188,9 +198,9 @@ func (w *watch) caughtUp() bool { return w.applied >= w.target }
 
 // startWatch resumes the watch of tombstones after the store's revision.
 // If etcd has compacted that revision (rpctypes.ErrCompacted), or the
-// store has none yet, it resynchronises instead: a read of every
-// tombstone, applied to the store as a whole (Store.Resync), then a watch
-// from the revision read.
+// store has none yet, it resynchronises instead (resync). etcd may also
+// refuse a resumed watch for compaction after its creation; the session
+// then resynchronises.
 func (m *Member) startWatch(ctx context.Context) (*watch, error) {
 	saved, err := m.st.Saved()
 	if err != nil {
@@ -203,7 +213,7 @@ func (m *Member) startWatch(ctx context.Context) (*watch, error) {
 		switch {
 		case err != nil:
 			return nil, err
-		case first.CompactRevision != 0 || errors.Is(first.Err(), rpctypes.ErrCompacted):
+		case compacted(first):
 			m.log.Warn("fleet: etcd compacted the revision this store had; resynchronising", "revision", rev, "compacted_to", first.CompactRevision)
 		case first.Err() != nil:
 			return nil, fmt.Errorf("watch of tombstones: %w", first.Err())
@@ -224,6 +234,19 @@ func (m *Member) startWatch(ctx context.Context) (*watch, error) {
 			return w, nil
 		}
 	}
+	return m.resync(ctx)
+}
+
+// compacted reports whether wr refuses a watch because etcd compacted
+// the revision it starts from.
+func compacted(wr clientv3.WatchResponse) bool {
+	return wr.CompactRevision != 0 || errors.Is(wr.Err(), rpctypes.ErrCompacted)
+}
+
+// resync reads every tombstone, applies the whole set to the store
+// (Store.Resync) and watches from the revision read.
+func (m *Member) resync(ctx context.Context) (*watch, error) {
+	prefix := m.keys.tombstones()
 	octx, ocancel := opCtx(ctx)
 	resp, err := m.cli.Get(octx, prefix, clientv3.WithPrefix())
 	ocancel()
