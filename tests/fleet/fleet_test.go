@@ -278,7 +278,9 @@ func TestFleetOutage(t *testing.T) {
 
 	// While B is away: A tombstones capture 1, and etcd compacts.
 	harness.MustTool(t, "mv", a.path("generations", a.gens[1]), a.path("tombstones")+"/")
-	waitFor(t, "a's tombstone in etcd", func() bool { return field(a.path("store"), "fleet_queued") == "0" && etcdGet(t, etcd, prefix+"tombstones/"+a.fleetID(t, 1)) != "" }, a)
+	waitFor(t, "a's tombstone in etcd", func() bool {
+		return field(a.path("store"), "fleet_queued") == "0" && etcdGet(t, etcd, prefix+"tombstones/"+a.fleetID(t, 1)) != ""
+	}, a)
 	c := etcdClient(t, etcd)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
