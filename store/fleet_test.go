@@ -9,7 +9,7 @@ import (
 
 // openFleetStore opens a new store with Options.Fleet and publishes one
 // capture into it.
-func openFleetStore(t *testing.T, capture string) (*store.Store, store.Generation) {
+func openFleetStore(t *testing.T, capture string) (string, *store.Store, store.Generation) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "store")
 	if err := store.Init(dir); err != nil {
@@ -20,7 +20,7 @@ func openFleetStore(t *testing.T, capture string) (*store.Store, store.Generatio
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return st, publish(t, st, capture)
+	return dir, st, publish(t, st, capture)
 }
 
 func fleetState(t *testing.T, st *store.Store) store.FleetState {
@@ -47,8 +47,8 @@ func state(t *testing.T, st *store.Store, gen store.GenerationID) store.Generati
 // queued, and a resync lifts only what the fleet had tombstoned.
 func TestFleetQueueAndApply(t *testing.T) {
 	capture := makeCapture(t, 1<<20, 1)
-	a, ga := openFleetStore(t, capture)
-	b, gb := openFleetStore(t, capture)
+	dirA, a, ga := openFleetStore(t, capture)
+	_, b, gb := openFleetStore(t, capture)
 	if ga.FleetID() != gb.FleetID() {
 		t.Fatalf("same capture in two stores: fleet IDs %s and %s differ", ga.FleetID(), gb.FleetID())
 	}
@@ -57,6 +57,12 @@ func TestFleetQueueAndApply(t *testing.T) {
 	if _, err := a.Tombstone(ga.ID, 1000); err != nil {
 		t.Fatal(err)
 	}
+	a.Close() // the queue is in the index once Tombstone returns
+	a, err := store.Open(dirA, store.Options{Host: sampleHost()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
 	q := fleetState(t, a).Queue
 	if len(q) != 1 || q[0].FleetID != id || !q[0].Tombstone || q[0].UID != 1000 {
 		t.Fatalf("queue after a local tombstone = %+v, want one tombstone of %s by uid 1000", q, id)

@@ -141,11 +141,9 @@ func connected(t *testing.T, hosts ...*host) {
 	}
 }
 
-// etcdGet returns the value of key in etcd ("" if missing), and the keys
-// under pre.
-func etcdGet(t *testing.T, etcd *etcdtest.Server, key string) string {
+// etcdGet returns the value of key in etcd, "" if missing.
+func etcdGet(t *testing.T, c *clientv3.Client, key string) string {
 	t.Helper()
-	c := etcdClient(t, etcd)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := c.Get(ctx, key)
@@ -184,6 +182,7 @@ func TestFleetTombstoneAndLift(t *testing.T) {
 	a.mount(t, etcd)
 	b.mount(t, etcd)
 	connected(t, a, b)
+	c := etcdClient(t, etcd)
 	id := b.fleetID(t, 0)
 	if got := a.fleetID(t, 0); got != id {
 		t.Fatalf("fleet ID of the same capture: %s on a, %s on b", got, id)
@@ -214,13 +213,13 @@ func TestFleetTombstoneAndLift(t *testing.T) {
 	if err != nil || string(got) != string(want) {
 		t.Errorf("b's payload read under the fleet tombstone: %d bytes, %v; want the capture's %d", len(got), err, len(want))
 	}
-	rec := etcdGet(t, etcd, prefix+"tombstones/"+id)
+	rec := etcdGet(t, c, prefix+"tombstones/"+id)
 	storeA := field(a.path("store"), "store_id")
 	if !strings.Contains(rec, `"state":"tombstoned"`) || !strings.Contains(rec, storeA) {
 		t.Errorf("etcd tombstone record %q: want state tombstoned and a's host ID %s", rec, storeA)
 	}
 	for _, h := range []*host{a, b} {
-		if v := etcdGet(t, etcd, prefix+"catalog/"+id+"/"+field(h.path("store"), "store_id")); !strings.Contains(v, h.gens[0]) {
+		if v := etcdGet(t, c, prefix+"catalog/"+id+"/"+field(h.path("store"), "store_id")); !strings.Contains(v, h.gens[0]) {
 			t.Errorf("catalog entry of %s for %s: %q", h.name, id, v)
 		}
 	}
@@ -239,7 +238,7 @@ func TestFleetTombstoneAndLift(t *testing.T) {
 		t.Errorf("fleet tombstone printed %q", out)
 	}
 	waitFor(t, "CLI tombstone from a seen on b", func() bool { return b.state(1) == "tombstoned" }, a, b)
-	if rec := etcdGet(t, etcd, prefix+"tombstones/"+id1); !strings.Contains(rec, `"reason":"bad kernel"`) {
+	if rec := etcdGet(t, c, prefix+"tombstones/"+id1); !strings.Contains(rec, `"reason":"bad kernel"`) {
 		t.Errorf("etcd record of the CLI tombstone %q: want its reason", rec)
 	}
 	status := harness.Run(t, "fleet", "status", b.store)
@@ -275,13 +274,13 @@ func TestFleetOutage(t *testing.T) {
 	b.mount(t, etcd)
 	connected(t, a, b)
 	b.d.Stop()
+	c := etcdClient(t, etcd)
 
 	// While B is away: A tombstones capture 1, and etcd compacts.
 	harness.MustTool(t, "mv", a.path("generations", a.gens[1]), a.path("tombstones")+"/")
 	waitFor(t, "a's tombstone in etcd", func() bool {
-		return field(a.path("store"), "fleet_queued") == "0" && etcdGet(t, etcd, prefix+"tombstones/"+a.fleetID(t, 1)) != ""
+		return field(a.path("store"), "fleet_queued") == "0" && etcdGet(t, c, prefix+"tombstones/"+a.fleetID(t, 1)) != ""
 	}, a)
-	c := etcdClient(t, etcd)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := c.Get(ctx, "compact-marker")
