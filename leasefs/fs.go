@@ -27,6 +27,9 @@ type Options struct {
 	// KillWait bounds the wait of a `kill` write (store.KillLease); zero
 	// means DefaultKillWait.
 	KillWait time.Duration
+	// StoreLines, if set, returns "key: value" lines appended to MNT/store
+	// at each render: the daemon's fleet state (internal/fleet).
+	StoreLines func() []string
 }
 
 // FS is the namespace over one open store. Its tree state is the store's:
@@ -34,15 +37,16 @@ type Options struct {
 // and never serves a stale listing. The one thing it keeps itself is each
 // generation's last refusal (refusals.go), in memory only.
 type FS struct {
-	st       *store.Store
-	log      *slog.Logger
-	uid, gid uint32
-	owners   []uint32  // who may change the tree (authorize): the store owner and root unless SetOwners
-	created  time.Time // store creation: the times of the fixed nodes
-	killWait time.Duration
-	refusals refusals
-	incoming incoming // incoming directories' writers and outcomes (incoming.go)
-	gate     gate     // closed by Detach (detach.go)
+	st         *store.Store
+	log        *slog.Logger
+	uid, gid   uint32
+	owners     []uint32  // who may change the tree (authorize): the store owner and root unless SetOwners
+	created    time.Time // store creation: the times of the fixed nodes
+	killWait   time.Duration
+	storeLines func() []string // Options.StoreLines, or nil
+	refusals   refusals
+	incoming   incoming // incoming directories' writers and outcomes (incoming.go)
+	gate       gate     // closed by Detach (detach.go)
 	// eventsCtx is done once EndEvents is called: every events reader
 	// then ends (events.go).
 	eventsCtx context.Context
@@ -57,7 +61,7 @@ func New(st *store.Store, opts Options) (*FS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("leasefs: read store creation time: %w", err)
 	}
-	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: created, killWait: opts.KillWait}
+	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: created, killWait: opts.KillWait, storeLines: opts.StoreLines}
 	f.owners = []uint32{f.uid, 0}
 	f.eventsCtx, f.endEvents = context.WithCancel(context.Background())
 	if f.killWait <= 0 {

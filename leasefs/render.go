@@ -155,6 +155,11 @@ func (f *FS) renderStore() ([]byte, time.Time, error) {
 	w.line("refuse_reboot", info.Settings.RefuseReboot)
 	w.line("refuse_other_host", info.Settings.RefuseOtherHost)
 	w.line("read_only", readOnly)
+	if f.storeLines != nil {
+		for _, l := range f.storeLines() {
+			w.b.WriteString(l + "\n")
+		}
+	}
 	return []byte(w.b.String()), latest(info.ChangedAt, readOnlySince), nil
 }
 
@@ -238,6 +243,7 @@ func (f *FS) renderStatus(g store.Generation) ([]byte, time.Time, error) {
 	w.line("state", g.State)
 	w.line("generation", g.ID)
 	w.line("key_id", g.KeyID)
+	w.line("fleet_id", g.FleetID())
 	w.line("published_at", g.PublishedAt)
 	w.line("captured_at", g.CaptureTime)
 	if t := g.Tombstone; t != nil {

@@ -115,6 +115,8 @@ const (
 	faultRestoreFsyncParent // Restore: fsync of the store's parent after the rename
 	faultAutoBindCommit     // BindLaunched: commit of a bind at a payload open
 	faultCancelCommit       // CancelLease: commit of the reserved lease's deletion
+	faultFleetQueueCommit   // QueueFleet, FleetDequeue: commit of the fleet queue
+	faultFleetViewCommit    // ApplyFleet, ResyncFleet: commit of the fleet view and revision
 
 	numFaultPoints
 )
@@ -153,6 +155,8 @@ var faultPointNames = [numFaultPoints]string{
 	faultRestoreFsyncParent: "restore-fsync-parent",
 	faultAutoBindCommit:     "autobind-commit",
 	faultCancelCommit:       "cancel-commit",
+	faultFleetQueueCommit:   "fleet-queue-commit",
+	faultFleetViewCommit:    "fleet-view-commit",
 }
 
 func (p faultPoint) String() string { return faultPointNames[p] }

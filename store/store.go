@@ -53,6 +53,10 @@ type Options struct {
 	// read-only Check (templatefs fsck) reports them instead. Check with
 	// Repair fixes them.
 	NoRecover bool
+	// Fleet makes every Tombstone and Lift also queue the change for the
+	// fleet (fleet/queue, QueueFleet) in its own transaction, for a
+	// daemon that has joined one (templatefs mount --fleet-etcd).
+	Fleet bool
 }
 
 // Store is an open template store. It is safe for concurrent use by
@@ -71,6 +75,7 @@ type Store struct {
 
 	procs Processes
 	host  Host
+	fleet bool // Options.Fleet: local tombstones and lifts are queued (fleet.go)
 
 	// commits runs lease acquisitions as group commits (commit.go).
 	commits *groupCommitter
@@ -218,7 +223,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, uid: os.Geteuid(), procs: opts.Processes}
+	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, uid: os.Geteuid(), procs: opts.Processes, fleet: opts.Fleet}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -155,6 +155,26 @@ Without flags nothing in STORE changes.`,
 			prepare: prepareSettings,
 		},
 		{
+			name:    "fleet",
+			args:    []string{"ACTION", "STORE"},
+			more:    "ID",
+			summary: "tombstone or lift a template on every host of the fleet, or show the fleet state",
+			about: `ACTION is tombstone, lift or status. tombstone and lift quarantine (or
+release) each template named, by a generation ID of STORE (g000001) or a
+fleet ID (64 hex digits, as status and generations/<gen>/status show it),
+on every host of the fleet: the change is committed to STORE's fleet queue
+before the command returns and applied to STORE's own generations of that
+template; the daemon of STORE, mounted with --fleet-etcd, writes it to
+etcd (at once, or when etcd answers again) and every host's daemon applies
+it within about a second. A fleet ID STORE does not hold is quarantined
+on the hosts that do. Leases already granted keep working; retirement
+stays each host's own (rmdir). status prints the daemon's link to the
+fleet (connected or disconnected, revision, queued changes) and each
+generation's fleet ID and state.`,
+			example: "templatefs fleet tombstone --reason 'CVE-2026-1234' /srv/templates g000001",
+			prepare: prepareFleet,
+		},
+		{
 			name:    "restore",
 			args:    []string{"BACKUP_DIR", "STORE"},
 			summary: "rebuild a store from a backup of the mount, verifying every digest",
