@@ -182,8 +182,8 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHand
 
 func openFlags(flags uint32) leasefs.OpenFlags {
 	return leasefs.OpenFlags{
-		Write:    flags&syscall.O_ACCMODE != syscall.O_RDONLY,
-		Truncate: flags&syscall.O_TRUNC != 0,
+		Write:     flags&syscall.O_ACCMODE != syscall.O_RDONLY,
+		Truncate:  flags&syscall.O_TRUNC != 0,
 		Append:    flags&syscall.O_APPEND != 0,
 		Exclusive: flags&syscall.O_EXCL != 0,
 	}

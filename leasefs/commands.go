@@ -59,7 +59,7 @@ type Commands struct {
 // createdLease is the lease a create reserved (FS.Create), as its
 // creating handle knows it.
 type createdLease struct {
-	res  *store.Reservation
+	res   *store.Reservation
 	dir   Node // the leases directory it was created in
 	attr  Attr // its attributes as created
 	noted sync.Once

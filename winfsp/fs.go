@@ -292,8 +292,8 @@ func (f *fileSystem) Readdir(p string, fill func(name string, st *fuse.Stat_t, o
 
 func openFlags(flags int) leasefs.OpenFlags {
 	return leasefs.OpenFlags{
-		Write:    flags&fuse.O_ACCMODE != fuse.O_RDONLY,
-		Truncate: flags&fuse.O_TRUNC != 0,
+		Write:     flags&fuse.O_ACCMODE != fuse.O_RDONLY,
+		Truncate:  flags&fuse.O_TRUNC != 0,
 		Append:    flags&fuse.O_APPEND != 0,
 		Exclusive: flags&fuse.O_EXCL != 0,
 	}
