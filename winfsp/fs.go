@@ -394,8 +394,11 @@ func (f *fileSystem) Write(p string, buff []byte, ofst int64, fh uint64) int {
 	return n
 }
 
-// Flush is each close of the handle: it runs a final command written
-// without a newline (leasefs.Commands.Flush), and close returns its error.
+// Flush is each close of the handle: on the handle of the create that
+// reserved a lease it waits for the lease's commit, and it runs a final
+// command written without a newline (leasefs.Commands.Flush); close
+// returns the error (through libfuse; WinFsp's close returns nothing,
+// closeReportsErrors).
 func (f *fileSystem) Flush(p string, fh uint64) int {
 	h, ok := f.get(fh)
 	if !ok || h.h.Commands == nil {
@@ -413,8 +416,8 @@ func (f *fileSystem) Fsync(p string, datasync bool, fh uint64) int {
 	return 0
 }
 
-// Release runs what no Flush ran (its error reaches no one and is only
-// logged), closes the handle's file or events stream, if any, and forgets
+// Release runs what no Flush ran and waits for a created lease's commit
+// (its error reaches no one and is only logged), closes the handle's file or events stream, if any, and forgets
 // the handle.
 func (f *fileSystem) Release(p string, fh uint64) int {
 	f.mu.Lock()
