@@ -182,9 +182,10 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHand
 
 func openFlags(flags uint32) leasefs.OpenFlags {
 	return leasefs.OpenFlags{
-		Write:    flags&syscall.O_ACCMODE != syscall.O_RDONLY,
-		Truncate: flags&syscall.O_TRUNC != 0,
-		Append:   flags&syscall.O_APPEND != 0,
+		Write:     flags&syscall.O_ACCMODE != syscall.O_RDONLY,
+		Truncate:  flags&syscall.O_TRUNC != 0,
+		Append:    flags&syscall.O_APPEND != 0,
+		Exclusive: flags&syscall.O_EXCL != 0,
 	}
 }
 
@@ -245,30 +246,29 @@ func (n *node) handle(ln leasefs.Node, h leasefs.Handle) (fusefs.FileHandle, uin
 	return &text, direct, 0
 }
 
-// Create acquires a lease (generations/<gen>/leases/<clone-id> or
-// keys/<key-id>/leases/<clone-id>) with leasefs.FS.Create and opens it;
-// elsewhere leasefs refuses.
+// Create reserves a lease (generations/<gen>/leases/<clone-id> or
+// keys/<key-id>/leases/<clone-id>), creates an incoming file, or opens
+// an existing name, with leasefs.FS.Create; elsewhere leasefs refuses. A
+// new lease is acknowledged at close: its handle's Flush waits for the
+// lease's commit (leasefs.Commands.Flush), and the kernel sends FLUSH at
+// every close(2), also of a creator that is killed.
 var _ = (fusefs.NodeCreater)((*node)(nil))
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
-	cr, err := n.lfs.Create(n.ln, name, flags&syscall.O_EXCL != 0, callerOf(ctx))
+	cr, err := n.lfs.Create(n.ln, name, openFlags(flags), callerOf(ctx))
 	if err != nil {
 		return nil, nil, 0, n.refuse("create", name, err)
 	}
-	// Answer from the acquisition's snapshot, not a second store read: the
+	// Answer from the create's own attributes, not a second store read: the
 	// lease may already be released by another caller, and this create
-	// still succeeded. Writes go through the node, so a text handle serves
-	// both readers and writers of a lease file.
+	// still succeeded; a reserved lease's read would wait for its commit.
+	// Writes go through the node, so a text handle serves both readers and
+	// writers of a lease file. A lease node's timeouts are zero, so no
+	// kernel cache holds the entry of a lease whose commit then fails.
 	fillAttr(cr.Node, cr.Attr, &out.Attr)
 	out.SetEntryTimeout(timeout(cr.Node))
 	out.SetAttrTimeout(timeout(cr.Node))
-	h := cr.Handle()
-	if cr.Data == nil && cr.Incoming == nil {
-		if h, err = n.lfs.Open(cr.Node, openFlags(flags), callerOf(ctx)); err != nil {
-			return nil, nil, 0, n.refuse("open", name, err)
-		}
-	}
-	fh, fl, _ := n.handle(cr.Node, h)
+	fh, fl, _ := n.handle(cr.Node, cr.Handle)
 	return n.newChild(ctx, cr.Node), fh, fl, 0
 }
 

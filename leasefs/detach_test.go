@@ -104,7 +104,7 @@ func TestDetach(t *testing.T) {
 			detached("ReadDirFrom("+path+")", err)
 			_, err = fx.fs.Lookup(n, "x")
 			detached("Lookup("+path+")", err)
-			_, err = fx.fs.Create(n, "c9", false, owner)
+			_, err = fx.fs.Create(n, "c9", OpenFlags{Write: true}, owner)
 			detached("Create("+path+")", err)
 			for _, name := range []string{"c1", "g000002", "x"} {
 				detached("Remove("+path+")", fx.fs.Remove(n, name, owner))

@@ -477,7 +477,7 @@ func (f *FS) createIncoming(dir Node, name string, excl bool) (Created, error) {
 		h.Released()
 		return Created{}, err
 	}
-	return Created{Node: n, Attr: a, Incoming: h}, nil
+	return Created{Node: n, Attr: a, Handle: Handle{Incoming: h}}, nil
 }
 
 // removeIncoming unlinks file name of incoming directory dir. ctl and

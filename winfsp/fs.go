@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,12 @@ import (
 
 // noHandle is the fh cgofuse passes when a call has no open handle.
 const noHandle = ^uint64(0)
+
+// closeReportsErrors says whether close(2) returns what Flush returns.
+// libfuse passes a FLUSH's error to close(2); WinFsp's FUSE layer calls
+// flush from its Close, whose result reaches no one (CloseHandle cannot
+// fail), so there a create waits for its lease's commit (Create).
+const closeReportsErrors = runtime.GOOS != "windows"
 
 // handle is one open file: the leasefs node it was opened on (later
 // operations on the handle use it, not the path: WinFsp keeps the path it
@@ -245,9 +252,10 @@ func (f *fileSystem) Getattr(p string, st *fuse.Stat_t, fh uint64) int {
 
 func openFlags(flags int) leasefs.OpenFlags {
 	return leasefs.OpenFlags{
-		Write:    flags&fuse.O_ACCMODE != fuse.O_RDONLY,
-		Truncate: flags&fuse.O_TRUNC != 0,
-		Append:   flags&fuse.O_APPEND != 0,
+		Write:     flags&fuse.O_ACCMODE != fuse.O_RDONLY,
+		Truncate:  flags&fuse.O_TRUNC != 0,
+		Append:    flags&fuse.O_APPEND != 0,
+		Exclusive: flags&fuse.O_EXCL != 0,
 	}
 }
 
@@ -266,25 +274,24 @@ func (f *fileSystem) Open(p string, flags int) (int, uint64) {
 	return f.add(n, p, h)
 }
 
-// Create acquires a lease with leasefs.FS.Create and opens it; elsewhere
-// leasefs refuses.
+// Create reserves a lease, creates an incoming file, or opens an
+// existing name, with leasefs.FS.Create; elsewhere leasefs refuses. A new
+// lease is acknowledged where the platform can report an error: at
+// close through libfuse (Flush waits for its commit), at the create
+// itself on WinFsp, whose close reports nothing (closeReportsErrors).
 func (f *fileSystem) Create(p string, flags int, mode uint32) (int, uint64) {
 	dir, name, err := f.parent(p)
 	if err != nil {
 		return errnoOf(err), noHandle
 	}
-	c := f.callerOf()
-	cr, err := f.lfs.Create(dir, name, flags&fuse.O_EXCL != 0, c)
+	cr, err := f.lfs.Create(dir, name, openFlags(flags), f.callerOf())
+	if err == nil && !closeReportsErrors {
+		err = cr.Durable()
+	}
 	if err != nil {
 		return f.refuse("create", p, err), noHandle
 	}
-	h := cr.Handle()
-	if cr.Data == nil && cr.Incoming == nil {
-		if h, err = f.lfs.Open(cr.Node, openFlags(flags), c); err != nil {
-			return f.refuse("open", p, err), noHandle
-		}
-	}
-	return f.add(cr.Node, p, h)
+	return f.add(cr.Node, p, cr.Handle)
 }
 
 // file returns the open file behind a handle: a payload's or incoming
@@ -344,8 +351,11 @@ func (f *fileSystem) Write(p string, buff []byte, ofst int64, fh uint64) int {
 	return n
 }
 
-// Flush is each close of the handle: it runs a final command written
-// without a newline (leasefs.Commands.Flush), and close returns its error.
+// Flush is each close of the handle: on the handle of the create that
+// reserved a lease it waits for the lease's commit, and it runs a final
+// command written without a newline (leasefs.Commands.Flush); close
+// returns the error (through libfuse; WinFsp's close returns nothing,
+// closeReportsErrors).
 func (f *fileSystem) Flush(p string, fh uint64) int {
 	h, ok := f.get(fh)
 	if !ok || h.h.Commands == nil {
@@ -363,8 +373,8 @@ func (f *fileSystem) Fsync(p string, datasync bool, fh uint64) int {
 	return 0
 }
 
-// Release runs what no Flush ran (its error reaches no one and is only
-// logged), closes the handle's file or events stream, if any, and forgets
+// Release runs what no Flush ran and waits for a created lease's commit
+// (its error reaches no one and is only logged), closes the handle's file or events stream, if any, and forgets
 // the handle.
 func (f *fileSystem) Release(p string, fh uint64) int {
 	f.mu.Lock()
