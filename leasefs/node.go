@@ -61,11 +61,14 @@ const (
 var cacheNames = [...]string{CacheImmutable: "immutable", CacheChanging: "changing"}
 
 // String names the policy, e.g. "immutable".
-func (c Cache) String() string {
-	if int(c) < len(cacheNames) && cacheNames[c] != "" {
-		return cacheNames[c]
+func (c Cache) String() string { return nameOf(cacheNames[:], "cache", uint8(c)) }
+
+// nameOf returns names[i], or what(i) for a value without a name.
+func nameOf(names []string, what string, i uint8) string {
+	if int(i) < len(names) && names[i] != "" {
+		return names[i]
 	}
-	return fmt.Sprintf("cache(%d)", uint8(c))
+	return fmt.Sprintf("%s(%d)", what, i)
 }
 
 // Content is how a node kind's content is served (the Handle field an
@@ -93,12 +96,7 @@ var contentNames = [...]string{
 }
 
 // String names the content, e.g. "text".
-func (c Content) String() string {
-	if int(c) < len(contentNames) && contentNames[c] != "" {
-		return contentNames[c]
-	}
-	return fmt.Sprintf("content(%d)", uint8(c))
-}
+func (c Content) String() string { return nameOf(contentNames[:], "content", uint8(c)) }
 
 // object is what a node's number and name hold.
 type object uint8
