@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +18,11 @@ import (
 	"testing"
 	"time"
 
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/registry/remote"
+
+	"templatefs/internal/ociartifact"
 	"templatefs/store"
 	"templatefs/tests/harness"
 )
@@ -334,4 +341,84 @@ func TestPushPullMounted(t *testing.T) {
 		}
 	}
 	b.fsckClean(t)
+}
+
+// retag pushes, under tag to, a copy of the generation artifact at from
+// with its config and layers changed by edit, through oras-go as any
+// registry client could: a hostile or broken registry's answer.
+func retag(t *testing.T, from, to string, edit func(repo *remote.Repository, cfg *ociartifact.Config, layers []ocispec.Descriptor)) {
+	t.Helper()
+	ctx := context.Background()
+	repo, tag, err := ociartifact.Repository(from, true, os.Getenv("DOCKER_CONFIG"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := ociartifact.Resolve(ctx, repo, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, layers := src.Config, append([]ocispec.Descriptor(nil), src.Layers...)
+	edit(repo, &cfg, layers)
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgDesc, err := oras.PushBytes(ctx, repo, ociartifact.ConfigMediaType, cfgJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_0, "", oras.PackManifestOptions{ConfigDescriptor: &cfgDesc, Layers: layers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Tag(ctx, m, to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPullRefusesTampered pulls artifacts a registry serves wrong: a
+// config whose memory.bin digest is not the data's (annotations agreeing,
+// so only the hash before publication can tell), and a memory.bin layer
+// that is not in the sparse encoding. Each pull fails naming the problem
+// and publishes nothing; the refused memory.bin is never saved for a
+// resume (the wrong digest discards that pull's staging); the store fscks
+// clean and the honest tag still pulls.
+func TestPullRefusesTampered(t *testing.T) {
+	reg := startRegistry(t)
+	a := newSession(t, "--memory", "64MiB")
+	gen := a.publish(t)
+	ref := reg.addr + "/templates/tampered"
+	harness.Run(t, "push", "--plain-http", a.store, gen, ref+":v1")
+	retag(t, ref+":v1", "digest", func(_ *remote.Repository, cfg *ociartifact.Config, layers []ocispec.Descriptor) {
+		wrong := strings.Repeat("0", 64)
+		cfg.Artifacts[2].SHA256 = wrong
+		layers[2].Annotations = map[string]string{ociartifact.AnnotationTitle: "memory.bin", ociartifact.AnnotationSize: layers[2].Annotations[ociartifact.AnnotationSize], ociartifact.AnnotationSHA256: wrong}
+	})
+	retag(t, ref+":v1", "garbage", func(repo *remote.Repository, _ *ociartifact.Config, layers []ocispec.Descriptor) {
+		blob := []byte(strings.Repeat("not a sparse artifact ", 100))
+		d, err := oras.PushBytes(context.Background(), repo, ociartifact.LayerMediaType, blob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layers[2].Digest, layers[2].Size = d.Digest, d.Size
+	})
+
+	b := newSession(t)
+	for tag, want := range map[string]string{
+		"digest":  "pulled capture differs from the generation pushed: memory.bin",
+		"garbage": "download memory.bin: malformed sparse artifact: magic",
+	} {
+		r := harness.RunStatus(t, "pull", "--plain-http", ref+":"+tag, b.store)
+		if r.Code != 1 || !strings.Contains(r.Stderr, want) || strings.Contains(r.Stdout, "pulled") {
+			t.Errorf("pull of %s: %v\nstdout: %s\nwant exit 1 and %q", tag, r, r.Stdout, want)
+		}
+		if entries, _ := os.ReadDir(filepath.Join(b.store, "payload")); len(entries) != 0 {
+			t.Errorf("pull of %s published %v", tag, entries)
+		}
+		b.fsckClean(t)
+	}
+	if stages, _ := filepath.Glob(filepath.Join(b.store, store.IncomingDir, "pull-*", store.IncomingCaptureDir, "memory.bin")); len(stages) != 0 {
+		t.Errorf("a refused memory.bin is kept for a resume: %v", stages)
+	}
+	cmpStores(t, a.store, gen, b.store, lastLine(harness.Run(t, "pull", "--plain-http", ref+":v1", b.store)), 64<<20)
 }
