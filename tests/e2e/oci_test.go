@@ -315,8 +315,8 @@ func dropProxy(t *testing.T, target string, limit int64) string {
 
 // TestPushPullMounted pushes from a mounted store and pulls into another
 // mounted store: both run through their daemons, the pulled generation
-// shows in the mount under its source key ID at once, and reads back
-// equal through the mount.
+// shows in the mount under its source key ID at once, reads back equal
+// through the mount, and grants a lease.
 func TestPushPullMounted(t *testing.T) {
 	harness.RequireFUSE(t)
 	reg := startRegistry(t)
@@ -339,6 +339,11 @@ func TestPushPullMounted(t *testing.T) {
 		if r := harness.Tool(t, "cmp", a.path("generations", gen, "payload", name), b.path("generations", bgen, "payload", name)); r.Code != 0 {
 			t.Errorf("cmp %s through the mounts: %s%s", name, r.Stdout, r.Stderr)
 		}
+	}
+	// A clone on host B leases the pulled generation like a local one.
+	harness.MustTool(t, "touch", b.path("generations", bgen, "leases", "clone-b"))
+	if !strings.Contains(harness.MustTool(t, "ls", b.path("leases")), "clone-b") {
+		t.Errorf("ls %s does not list the lease on the pulled generation", b.path("leases"))
 	}
 	b.fsckClean(t)
 }
