@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,7 +38,11 @@ type registry struct {
 // startRegistry starts docker-registry and waits until /v2/ answers; a
 // cleanup stops it. DOCKER_CONFIG is pointed at an empty directory, so no
 // credentials of the machine's are read.
-func startRegistry(t *testing.T) *registry {
+func startRegistry(t *testing.T) *registry { return startRegistryWith(t, "") }
+
+// startRegistryWith is startRegistry with more configuration (YAML at the
+// top level, such as an auth section).
+func startRegistryWith(t *testing.T, extra string) *registry {
 	t.Helper()
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
@@ -46,7 +51,7 @@ func startRegistry(t *testing.T) *registry {
 	t.Setenv("DOCKER_CONFIG", t.TempDir())
 	dir := t.TempDir()
 	r := &registry{addr: freeAddr(t), root: filepath.Join(dir, "data")}
-	config := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n", r.root, r.addr)
+	config := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n%s", r.root, r.addr, extra)
 	cfgPath := filepath.Join(dir, "config.yml")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -65,7 +70,7 @@ func startRegistry(t *testing.T) *registry {
 		resp, err := http.Get("http://" + r.addr + "/v2/")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized {
 				return r
 			}
 		}
@@ -426,4 +431,45 @@ func TestPullRefusesTampered(t *testing.T) {
 		t.Errorf("a refused memory.bin is kept for a resume: %v", stages)
 	}
 	cmpStores(t, a.store, gen, b.store, lastLine(harness.Run(t, "pull", "--plain-http", ref+":v1", b.store)), 64<<20)
+}
+
+// testHtpasswd is the bcrypt (cost 4) entry of user fleet with password
+// fleet-secret, for a registry with htpasswd authentication.
+const testHtpasswd = "fleet:$2a$04$xPNSvIX8smVFv57ky9WuW.HnWel5lZcyqaT5Vkvac2H4VrxWY5YOG\n"
+
+// TestRegistryCredentials runs push and pull against a registry that
+// requires a login: without credentials push fails and says so; with the
+// login in a Docker config.json (as docker login writes it), push works,
+// and so does a pull into a mounted store, whose daemon uses the config
+// the command names (--docker-config), not its own.
+func TestRegistryCredentials(t *testing.T) {
+	harness.RequireFUSE(t)
+	dir := t.TempDir()
+	htpasswd := filepath.Join(dir, "htpasswd")
+	if err := os.WriteFile(htpasswd, []byte(testHtpasswd), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := startRegistryWith(t, fmt.Sprintf("auth:\n  htpasswd:\n    realm: templatefs-test\n    path: %s\n", htpasswd))
+	a := newSession(t, "--memory", "16MiB")
+	gen := a.publish(t)
+	ref := reg.addr + "/templates/private:v1"
+	if r := harness.RunStatus(t, "push", "--plain-http", a.store, gen, ref); r.Code != 1 || !strings.Contains(r.Stderr, "credential") {
+		t.Errorf("push without credentials: %v; want exit 1 naming the missing credential", r)
+	}
+	login := filepath.Join(dir, "docker")
+	if err := os.Mkdir(login, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte("fleet:fleet-secret"))
+	if err := os.WriteFile(filepath.Join(login, "config.json"), []byte(`{"auths":{"`+reg.addr+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	harness.Run(t, "push", "--plain-http", "--docker-config", login, a.store, gen, ref)
+	b := newSession(t)
+	harness.StartMount(t, b.store, b.mnt)
+	if r := harness.RunStatus(t, "pull", "--plain-http", ref, b.store); r.Code != 1 || !strings.Contains(r.Stderr, "credential") {
+		t.Errorf("pull without credentials through the daemon: %v; want exit 1 naming the missing credential", r)
+	}
+	bgen := lastLine(harness.Run(t, "pull", "--plain-http", "--docker-config", login, ref, b.store))
+	cmpStores(t, a.store, gen, b.store, bgen, 16<<20)
 }
