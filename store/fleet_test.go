@@ -67,6 +67,13 @@ func TestFleetQueueAndApply(t *testing.T) {
 	if len(q) != 1 || q[0].FleetID != id || !q[0].Tombstone || q[0].UID != 1000 {
 		t.Fatalf("queue after a local tombstone = %+v, want one tombstone of %s by uid 1000", q, id)
 	}
+	// A fleet lift older than the queued tombstone leaves it in place.
+	if err := a.ApplyFleet(id, nil, 3); err != nil {
+		t.Fatal(err)
+	}
+	if s := state(t, a, ga.ID); s != store.Tombstoned {
+		t.Fatalf("a fleet lift while a tombstone is queued: state %s, want tombstoned", s)
+	}
 	if err := a.FleetDequeue(q[0]); err != nil {
 		t.Fatal(err)
 	}
