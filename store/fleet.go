@@ -168,6 +168,17 @@ func (s *Store) FleetDequeue(q FleetQueued) error {
 	return err
 }
 
+// quarantineByFleet makes g, a generation being published in tx,
+// tombstoned if the fleet view holds a tombstone of its template: a host
+// that publishes (or pulls) a template the fleet has quarantined never
+// grants a lease on it.
+func quarantineByFleet(tx *bolt.Tx, g *Generation) {
+	if vb := fleetBucket(tx, bucketFleetView); vb != nil && vb.Get([]byte(g.FleetID())) != nil {
+		g.State = Tombstoned
+		g.Tombstone = &Tombstone{At: g.PublishedAt}
+	}
+}
+
 // unlessQueued, run in a tombstone or lift transaction, keeps the
 // record unchanged (errUnchanged) while the queue holds a change of its
 // template: checked in the transaction, so a local change committed just

@@ -5,7 +5,10 @@ import (
 	"testing"
 
 	"templatefs/store"
+	"templatefs/store/templatekey"
 )
+
+func ptr[T any](v T) *T { return &v }
 
 // openFleetStore opens a new store with Options.Fleet and publishes one
 // capture into it.
@@ -90,6 +93,15 @@ func TestFleetQueueAndApply(t *testing.T) {
 	fs := fleetState(t, b)
 	if len(fs.Queue) != 0 || fs.Revision != 5 || string(fs.View[id]) != `{"host":"a"}` {
 		t.Fatalf("fleet state after ApplyFleet = %+v, want no queue, revision 5, the view entry", fs)
+	}
+
+	// A publication of the quarantined template is tombstoned at once.
+	dup, err := b.Publish(capture, ptr(templatekey.SampleClass()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dup.State != store.Tombstoned {
+		t.Fatalf("publication of a template the fleet quarantines: state %s, want tombstoned", dup.State)
 	}
 
 	// A second generation tombstoned locally only (not in the view) stays
