@@ -79,41 +79,6 @@ func New(st *store.Store, opts Options) (*FS, error) {
 // Root returns the root directory node.
 func (f *FS) Root() Node { return fixedNode(KindRoot) }
 
-// Fixed names, in listing order.
-var (
-	rootEntries = []struct {
-		name string
-		kind Kind
-	}{
-		{"store", KindStoreFile},
-		{IndexFileName, KindIndexFile},
-		{"keys", KindKeysDir},
-		{"generations", KindGenerationsDir},
-		{"leases", KindLeasesDir},
-		{"tombstones", KindTombstonesDir},
-		{"retiring", KindRetiringDir},
-		{"incoming", KindIncomingDir},
-	}
-	keyEntries = []struct {
-		name string
-		kind Kind
-	}{
-		{"key", KindKeyFile},
-		{"generations", KindKeyGenerationsFile},
-		{"leases", KindKeyLeasesDir},
-	}
-	generationEntries = []struct {
-		name string
-		kind Kind
-	}{
-		{"manifest", KindManifestFile},
-		{"status", KindStatusFile},
-		{"ctl", KindCtlFile},
-		{"payload", KindPayloadDir},
-		{"leases", KindGenerationLeasesDir},
-	}
-)
-
 // DirEntry is one name of a directory listing.
 type DirEntry struct {
 	Name string
@@ -135,13 +100,8 @@ func (f *FS) Lookup(dir Node, name string) (Node, error) {
 	defer f.leave()
 	switch dir.kind {
 	case KindRoot:
-		for _, e := range rootEntries {
-			if e.name == name {
-				return fixedNode(e.kind), nil
-			}
-		}
-		if name == EventsFileName { // found by name only: see EventsFileName
-			return fixedNode(KindEventsFile), nil
+		if k, ok := fixedChild(KindRoot, name); ok {
+			return fixedNode(k), nil
 		}
 	case KindKeysDir:
 		if store.ValidateKeyID(name) != nil {
@@ -156,10 +116,8 @@ func (f *FS) Lookup(dir Node, name string) (Node, error) {
 		if _, err := f.key(dir); err != nil {
 			return Node{}, err
 		}
-		for _, e := range keyEntries {
-			if e.name == name {
-				return Node{kind: e.kind, num: dir.num, name: dir.name}, nil
-			}
+		if k, ok := fixedChild(KindKeyDir, name); ok {
+			return Node{kind: k, num: dir.num, name: dir.name}, nil
 		}
 	case KindGenerationsDir, KindTombstonesDir, KindRetiringDir:
 		id, err := store.ParseGenerationID(name)
@@ -178,10 +136,8 @@ func (f *FS) Lookup(dir Node, name string) (Node, error) {
 		if _, err := f.st.Generation(dir.Generation()); err != nil {
 			return Node{}, err
 		}
-		for _, e := range generationEntries {
-			if e.name == name {
-				return genNode(e.kind, dir.Generation())
-			}
+		if k, ok := fixedChild(KindGenerationDir, name); ok {
+			return genNode(k, dir.Generation())
 		}
 	case KindPayloadDir:
 		g, err := f.st.Generation(dir.Generation())
@@ -249,6 +205,22 @@ var stateDir = map[store.GenerationState]Kind{
 	store.Retiring:   KindRetiringDir,
 }
 
+// StateDirs returns the names of the root directories a generation moves
+// between by its state (generations, tombstones, retiring), in listing
+// order: after a ctl write an adapter asks each of them whether the
+// generation is still there.
+func StateDirs() []string {
+	var out []string
+	for _, e := range fixedEntries[KindRoot] {
+		for _, dir := range stateDir {
+			if e.kind == dir {
+				out = append(out, e.name)
+			}
+		}
+	}
+	return out
+}
+
 func payloadNode(g store.GenerationID, name string) (Node, error) {
 	if _, ok := artifactIndex(name); !ok {
 		return Node{}, fmt.Errorf("generation %s artifact %q has no inode class (known: %s)", g, name, strings.Join(artifacts[:], ", "))
@@ -275,8 +247,10 @@ func (f *FS) ReadDir(dir Node) ([]DirEntry, error) {
 	}
 	switch dir.kind {
 	case KindRoot:
-		for _, e := range rootEntries {
-			add(e.name, fixedNode(e.kind), nil)
+		for _, e := range fixedEntries[KindRoot] {
+			if !e.kind.facts().unlisted {
+				add(e.name, fixedNode(e.kind), nil)
+			}
 		}
 	case KindKeysDir:
 		keys, err := f.st.Keys()
@@ -292,7 +266,7 @@ func (f *FS) ReadDir(dir Node) ([]DirEntry, error) {
 		if _, err := f.key(dir); err != nil {
 			return nil, err
 		}
-		for _, e := range keyEntries {
+		for _, e := range fixedEntries[KindKeyDir] {
 			add(e.name, Node{kind: e.kind, num: dir.num, name: dir.name}, nil)
 		}
 	case KindGenerationsDir, KindTombstonesDir, KindRetiringDir:
@@ -313,7 +287,7 @@ func (f *FS) ReadDir(dir Node) ([]DirEntry, error) {
 		if _, err := f.st.Generation(dir.Generation()); err != nil {
 			return nil, err
 		}
-		for _, e := range generationEntries {
+		for _, e := range fixedEntries[KindGenerationDir] {
 			n, err := genNode(e.kind, dir.Generation())
 			if err := add(e.name, n, err); err != nil {
 				return nil, err

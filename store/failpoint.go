@@ -16,7 +16,10 @@ import (
 // check that reopening the store recovers. Kill points sit after a step,
 // most after a commit. Names in use:
 // publish-reserved, publish-copied-<artifact>, publish-renamed,
-// lease-committed (AcquireLease, AcquireLeaseByKey), tombstone-committed,
+// lease-committed (the group commit of a reserved lease, ReserveLease,
+// ReserveLeaseByKey), lease-awaited (Reservation.Wait entered: a close of
+// the creating descriptor, before the lease's commit is known to have
+// ended), tombstone-committed,
 // lift-committed, retire-intent-committed, retire-record-deleted,
 // retire-payload-deleted, settings-committed, repair-index-committed,
 // bind-committed, release-marked (Releasing committed, exit not yet
@@ -91,7 +94,7 @@ const (
 	faultPublishRename      // publication: rename of staging/<gen> to payload/<gen>
 	faultPublishFsyncParent // publication: fsync of staging/ and payload/ after the rename
 	faultPublishCommit      // publication: commit of the generation record
-	faultLeaseCommit        // lease creation (group commit: AcquireLease, AcquireLeaseByKey)
+	faultLeaseCommit        // lease creation (the group commit of a reservation: ReserveLease, ReserveLeaseByKey)
 	faultBindCommit         // BindLease
 	faultReleaseBegin       // ReleaseLease, KillLease: commit of Releasing (or of a Reserved lease's deletion)
 	faultReleaseFinish      // ReleaseLease, KillLease: commit of the lease's deletion

@@ -79,6 +79,9 @@ type Store struct {
 
 	// commits runs lease acquisitions as group commits (commit.go).
 	commits *groupCommitter
+	// reserved holds the leases granted and not yet committed
+	// (reserve.go).
+	reserved reservations
 
 	// maint serialises retirement deletions with Check, so Check never
 	// sees a generation half deleted.
@@ -276,6 +279,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.lock.Close()
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
+	s.reserved.byClone = map[string]*Reservation{}
 	s.commits = newGroupCommitter(func(fn func(*bolt.Tx) error) error { return s.update(faultLeaseCommit, fn) })
 	if s.root, err = openDir(dir); err != nil {
 		s.Close()
@@ -352,6 +356,7 @@ func (s *Store) Close() error {
 		t.stop()
 	}
 	s.events.closeAll()
+	s.reserved.commits.Wait() // each ends its reservation, committed or not
 	var err error
 	if s.db != nil {
 		err = s.db.Close()

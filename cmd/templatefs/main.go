@@ -74,6 +74,36 @@ whose files change while publish reads them) leaves the store as it was.`,
 			prepare: preparePublish,
 		},
 		{
+			name:    "push",
+			args:    []string{"STORE", "GEN", "REF"},
+			summary: "upload a generation to an OCI registry; the last line is REF@digest",
+			about: `Upload generation GEN of STORE to the OCI registry repository and tag REF
+(registry.example/templates/name:tag) as an OCI artifact: manifest.bin,
+state.bin, memory.bin and scratch.img, each in the sparse encoding (holes
+are not sent), and a config with the capture class and key that pull
+needs to publish it with the same key ID on another host. Blobs the
+registry holds already are not sent again. Only a published generation
+is pushed. Credentials come from the Docker configuration, as docker and
+oras read it (docker login, credential helpers).`,
+			example: "templatefs push /srv/templates g000001 registry.example/templates/web:v1",
+			prepare: preparePush,
+		},
+		{
+			name:    "pull",
+			args:    []string{"REF", "STORE"},
+			summary: "download a generation from an OCI registry and publish it; the last line is its ID",
+			about: `Download the generation that push uploaded to REF into a staging directory
+of STORE (incoming/pull-<digest>/), verify every blob's digest and every
+artifact's SHA-256, and publish it with the key ID it had on its source
+host, holes restored. Prints the local generation ID on the last line. If
+STORE holds the same generation already, nothing is copied and that ID is
+printed. An interrupted pull (killed, registry down) keeps the artifacts
+it verified: the next pull of REF downloads only the rest. Nothing is
+published on any failure.`,
+			example: "templatefs pull registry.example/templates/web:v1 /srv/templates",
+			prepare: preparePull,
+		},
+		{
 			name:    "mount",
 			args:    []string{"STORE", "MNT"},
 			summary: "serve STORE at MNT in the foreground until SIGINT or SIGTERM",
