@@ -231,6 +231,7 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, opts Publis
 		if err := kg.Put(genKey(id), nil); err != nil {
 			return err
 		}
+		quarantineByFleet(tx, &g)
 		return putJSON(tx.Bucket(bucketGenerations), genKey(id), g)
 	})
 	if err != nil {
@@ -238,6 +239,10 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, opts Publis
 	}
 	s.log.Info("published generation", "generation", id.String(), "key", keyID, "capture", captureDir)
 	s.emit(Event{Kind: EventPublished, Generation: id, KeyID: keyID})
+	if g.State == Tombstoned {
+		s.log.Warn("published generation is tombstoned: the fleet quarantines its template", "generation", id.String(), "fleet_id", g.FleetID())
+		s.emit(Event{Kind: EventTombstoned, Generation: id, KeyID: keyID})
+	}
 	return g, true, nil
 }
 

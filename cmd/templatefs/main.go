@@ -115,7 +115,12 @@ the daemon exits when the last is closed (a second signal: as soon as none
 is open). A dead mount left by a killed daemon is detached and reused.
 With NOTIFY_SOCKET set (systemd Type=notify), the serving daemon runs as
 a child that outlives the main process (docs/systemd.md). Go-fuse uses
-fusermount3 (Debian package fuse3).`,
+fusermount3 (Debian package fuse3). With --fleet-etcd the host joins a
+fleet (docs/fleet.md): it records the generations it holds in etcd, writes
+its tombstones and lifts there and applies every host's within about a
+second; while etcd cannot be reached it serves and leases with what the
+store knows, queues its own changes durably and shows "fleet:
+disconnected" in MNT/store.`,
 			example: "templatefs mount /srv/templates /mnt/t &",
 			run:     runMount,
 		},
