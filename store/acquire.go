@@ -84,7 +84,8 @@ func (s *Store) acquire(update func(func(*bolt.Tx) error) error, cloneID string,
 	}
 	facts, factsErr := s.host.Facts()
 	err = update(func(tx *bolt.Tx) error {
-		found, err := getJSON(tx.Bucket(bucketLeases), []byte(cloneID), &lease)
+		var found bool
+		lease, found, err = getLease(tx.Bucket(bucketLeases), []byte(cloneID))
 		if err != nil {
 			return err
 		}
@@ -134,14 +135,10 @@ func (s *Store) grantLease(tx *bolt.Tx, g Generation, cloneID, launch string) (L
 		CreatedAt:  s.now().UTC(),
 		State:      Reserved,
 	}
-	if err := putJSON(leases, []byte(cloneID), lease); err != nil {
+	if err := s.putLease(tx, lease); err != nil {
 		return Lease{}, err
 	}
-	gl, err := tx.Bucket(bucketGenerationLeases).CreateBucketIfNotExists(genKey(g.ID))
-	if err != nil {
-		return Lease{}, err
-	}
-	if err := gl.Put([]byte(cloneID), nil); err != nil {
+	if err := s.indexLease(tx, lease); err != nil {
 		return Lease{}, err
 	}
 	return lease, s.leasesChanged(tx, g.ID)

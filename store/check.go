@@ -233,8 +233,8 @@ func (c *checker) leases(tx *bolt.Tx, gens []Generation) {
 	leases := tx.Bucket(bucketLeases)
 	gls := tx.Bucket(bucketGenerationLeases)
 	leases.ForEach(func(k, _ []byte) error {
-		var l Lease
-		if _, err := getJSON(leases, k, &l); err != nil {
+		l, _, err := getLease(leases, k)
+		if err != nil {
 			c.add(ProblemIndex, fmt.Sprintf("lease %q", k), "%v", err)
 			return nil
 		}
@@ -249,8 +249,7 @@ func (c *checker) leases(tx *bolt.Tx, gens []Generation) {
 		if gl := gls.Bucket(genKey(l.Generation)); gl == nil || gl.Get(k) == nil {
 			i := c.add(ProblemLeaseIndexMissing, subject, "not listed under generation_leases/%s", l.Generation)
 			c.fixIndex[i] = func(tx *bolt.Tx) error {
-				var now Lease
-				if found, err := getJSON(tx.Bucket(bucketLeases), k, &now); err != nil || !found || now.Generation != l.Generation {
+				if now, found, err := getLease(tx.Bucket(bucketLeases), k); err != nil || !found || now.Generation != l.Generation {
 					return err
 				}
 				gl, err := tx.Bucket(bucketGenerationLeases).CreateBucketIfNotExists(genKey(l.Generation))
@@ -284,8 +283,7 @@ func (c *checker) leases(tx *bolt.Tx, gens []Generation) {
 		}
 		return gl.ForEach(func(clone, _ []byte) error {
 			clone = bytes.Clone(clone)
-			var l Lease
-			found, err := getJSON(leases, clone, &l)
+			l, found, err := getLease(leases, clone)
 			if err == nil && found && l.Generation == gen {
 				return nil
 			}
@@ -295,8 +293,7 @@ func (c *checker) leases(tx *bolt.Tx, gens []Generation) {
 			}
 			i := c.add(ProblemLeaseIndexStale, fmt.Sprintf("generation_leases/%s/%s", gen, clone), "%s", detail)
 			c.fixIndex[i] = func(tx *bolt.Tx) error {
-				var now Lease
-				found, err := getJSON(tx.Bucket(bucketLeases), clone, &now)
+				now, found, err := getLease(tx.Bucket(bucketLeases), clone)
 				if err != nil || found && now.Generation == gen {
 					return err
 				}

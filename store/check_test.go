@@ -89,8 +89,7 @@ var corruptions = []corruption{
 		return err
 	}, want: []string{store.ProblemLeaseIndexStale}, repairable: true},
 	{name: "lease on a missing generation", index: func(tx *bolt.Tx, key []byte) error {
-		lease := `{"clone_id":"ghost","store_generation":"g000099","key_id":"` + string(key) + `","seq":7,"state":"reserved"}`
-		if err := tx.Bucket([]byte("leases")).Put([]byte("ghost"), []byte(lease)); err != nil {
+		if err := store.PutLeaseRow(tx, store.Lease{CloneID: "ghost", Generation: 99, KeyID: string(key), Seq: 7, State: store.Reserved}); err != nil {
 			return err
 		}
 		gl, err := tx.Bucket([]byte("generation_leases")).CreateBucket(gkey(99))

@@ -1,8 +1,6 @@
 package store
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -177,9 +175,9 @@ func (s *Store) trackedLeases() ([]Lease, error) {
 			if state, ok := leaseRowState(v); ok && state != Bound && state != Releasing && state != TeardownFailed {
 				return nil
 			}
-			var l Lease
-			if err := json.Unmarshal(v, &l); err != nil {
-				return fmt.Errorf("decode lease row %q: %w", k, err)
+			l, err := decodeLeaseRow(k, v)
+			if err != nil {
+				return err
 			}
 			if tracked(l) {
 				out = append(out, l)
@@ -188,24 +186,6 @@ func (s *Store) trackedLeases() ([]Lease, error) {
 		})
 	})
 	return out, err
-}
-
-// stateKey is how json.Marshal writes a Lease's state key.
-var stateKey = []byte(`"state":"`)
-
-// leaseRowState reads the state from a lease row as json.Marshal wrote
-// it, without decoding the row: the text after the first `"state":"` up
-// to the next quote. That is the state key's value, because a Lease has
-// one key of that name (its Process has none) and json.Marshal escapes
-// every quote inside a string, so no string can hold the key's text.
-// ok is false if the row does not have that shape.
-func leaseRowState(row []byte) (state LeaseState, ok bool) {
-	_, rest, found := bytes.Cut(row, stateKey)
-	value, _, closed := bytes.Cut(rest, []byte(`"`))
-	if !found || !closed {
-		return "", false
-	}
-	return LeaseState(value), true
 }
 
 // finding is the exitFinding of a look at l's process that gave verdict
@@ -253,7 +233,7 @@ func (s *Store) recordExits(found []exitFinding) error {
 			default:
 				continue
 			}
-			if err := putJSON(tx.Bucket(bucketLeases), []byte(l.CloneID), l); err != nil {
+			if err := s.putLease(tx, l); err != nil {
 				return err
 			}
 		}

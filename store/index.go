@@ -39,6 +39,8 @@ type index struct {
 	stuck atomic.Bool
 	// stackLogged is set once noteDamage has logged a damage's stack.
 	stackLogged atomic.Bool
+	// fills is the running write transaction's appendFills.
+	fills appendFills
 }
 
 // openIndex checks the index file at path (checkIndexFile) and only then
@@ -114,6 +116,8 @@ func (x *index) Update(fn func(*bolt.Tx) error) error {
 	if err != nil {
 		return err
 	}
+	x.fills = appendFills{}
+	defer func() { x.fills = nil }()
 	err = guard(func() error {
 		if err := fn(tx); err != nil {
 			return err
@@ -156,6 +160,8 @@ func (x *index) rolledBack(fn func(*bolt.Tx) error) error {
 	if err != nil {
 		return err
 	}
+	x.fills = appendFills{}
+	defer func() { x.fills = nil }()
 	err = guard(func() error { return fn(tx) })
 	_, damaged := err.(damage)
 	err = x.noteDamage(err)
