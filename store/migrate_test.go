@@ -199,7 +199,9 @@ func TestMigrateRefusesBadRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketLeasesV1).Put([]byte("zz-broken"), []byte(`{"clone_id":`)) }); err != nil {
+	if err := db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketLeasesV1).Put([]byte("zz-broken"), []byte(`{"clone_id":`))
+	}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
