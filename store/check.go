@@ -29,8 +29,8 @@ type CheckOptions struct {
 const (
 	ProblemIndex              = "index"                    // bbolt page-level inconsistency (bbolt Tx.Check) or an undecodable or misfiled record
 	ProblemLeaseGeneration    = "lease-without-generation" // a lease names a generation that does not exist (retired or never published); an exited lease may outlive its retired generation
-	ProblemLeaseIndexMissing  = "lease-index-missing"      // a lease is not listed in generation_leases under its generation
-	ProblemLeaseIndexStale    = "lease-index-stale"        // a generation_leases row or bucket with no matching lease
+	ProblemLeaseIndexMissing  = "lease-index-missing"      // a lease is not listed in generation_leases under its generation, or a tracked lease not in tracked_leases
+	ProblemLeaseIndexStale    = "lease-index-stale"        // a generation_leases row or bucket with no matching lease, or a tracked_leases row of a lease not tracked
 	ProblemKeyMissing         = "key-missing"              // a generation or key_generations bucket names a key with no key record
 	ProblemKeyIndexMissing    = "key-index-missing"        // a generation is not listed in key_generations under its key
 	ProblemKeyIndexStale      = "key-index-stale"          // a key_generations row for a missing generation or one of another key
@@ -240,6 +240,10 @@ func (c *checker) leases(tx *bolt.Tx, gens []Generation) {
 		}
 		k = bytes.Clone(k) // used by a fix after this transaction
 		subject := fmt.Sprintf("lease %q", l.CloneID)
+		if tracked(l) && tx.Bucket(bucketTrackedLeases).Get(k) == nil {
+			i := c.add(ProblemLeaseIndexMissing, subject, "%s with a process but not listed in tracked_leases, so exit tracking would not watch it", l.State)
+			c.fixIndex[i] = func(tx *bolt.Tx) error { return relistTracked(tx, k) }
+		}
 		if l.State == Exited && !exists[l.Generation] {
 			return nil // outlived its retired generation, until released
 		}
@@ -259,6 +263,20 @@ func (c *checker) leases(tx *bolt.Tx, gens []Generation) {
 				return gl.Put(k, nil)
 			}
 		}
+		return nil
+	})
+	tx.Bucket(bucketTrackedLeases).ForEach(func(clone, _ []byte) error {
+		l, found, err := getLease(leases, clone)
+		if err != nil || found && tracked(l) {
+			return nil // an undecodable row is reported above
+		}
+		clone = bytes.Clone(clone)
+		detail := "no such lease"
+		if found {
+			detail = fmt.Sprintf("the lease is %s, which exit tracking does not watch", l.State)
+		}
+		i := c.add(ProblemLeaseIndexStale, fmt.Sprintf("tracked_leases/%s", clone), "%s", detail)
+		c.fixIndex[i] = func(tx *bolt.Tx) error { return relistTracked(tx, clone) }
 		return nil
 	})
 	gls.ForEachBucket(func(gk []byte) error {
@@ -305,6 +323,20 @@ func (c *checker) leases(tx *bolt.Tx, gens []Generation) {
 			return nil
 		})
 	})
+}
+
+// relistTracked makes tracked_leases/ agree with the lease row of clone
+// as it is now: listed if tracked, else not. Errors: a row that does not
+// decode.
+func relistTracked(tx *bolt.Tx, clone []byte) error {
+	l, found, err := getLease(tx.Bucket(bucketLeases), clone)
+	switch {
+	case err != nil:
+		return err
+	case found && tracked(l):
+		return tx.Bucket(bucketTrackedLeases).Put(clone, nil)
+	}
+	return tx.Bucket(bucketTrackedLeases).Delete(clone)
 }
 
 // keys checks that key_generations rows point to existing generations of

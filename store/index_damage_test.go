@@ -205,7 +205,7 @@ func makeDamageBase(dir string) error {
 		}
 		for i := range 300 {
 			l := Lease{CloneID: fmt.Sprintf("clone-%03d", i), Generation: g.ID, KeyID: g.KeyID, Seq: uint64(i + 1), State: Reserved}
-			if err := writeLeaseRow(tx.Bucket(bucketLeases), l); err != nil {
+			if err := writeLeaseRow(tx, l); err != nil {
 				return err
 			}
 			if err := gl.Put([]byte(l.CloneID), nil); err != nil {

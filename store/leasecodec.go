@@ -147,15 +147,6 @@ func decodeLease(cloneID, row []byte) (Lease, error) {
 	return l, nil
 }
 
-// leaseRowState reads the state of a lease row without decoding the
-// rest; ok is false for a row too short or with an unknown code.
-func leaseRowState(row []byte) (state LeaseState, ok bool) {
-	if len(row) < 2 || row[0] != leaseFormat || row[1] == 0 || int(row[1]) >= len(leaseStateCodes) {
-		return "", false
-	}
-	return leaseStateCodes[row[1]], true
-}
-
 func leaseStateCode(s LeaseState) byte {
 	for i, c := range leaseStateCodes {
 		if i > 0 && c == s {

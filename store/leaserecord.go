@@ -46,17 +46,26 @@ func decodeLeaseRow(cloneID, row []byte) (Lease, error) {
 // putLease writes lease's row, keyed by its clone ID, into tx's leases
 // bucket (its pages filled as appendFills says).
 func (s *Store) putLease(tx *bolt.Tx, lease Lease) error {
-	return writeLeaseRow(s.db.fills.put(tx.Bucket(bucketLeases), []byte(lease.CloneID)), lease)
+	s.db.fills.put(tx.Bucket(bucketLeases), []byte(lease.CloneID))
+	return writeLeaseRow(tx, lease)
 }
 
-// writeLeaseRow puts lease's row, keyed by its clone ID, into the leases
-// bucket b.
-func writeLeaseRow(b *bolt.Bucket, lease Lease) error {
+// writeLeaseRow puts lease's row, keyed by its clone ID, into tx's
+// leases bucket, and lists it in tracked_leases/ if exit tracking
+// watches it (tracked), or unlists it.
+func writeLeaseRow(tx *bolt.Tx, lease Lease) error {
 	row, err := encodeLease(lease)
 	if err != nil {
 		return err
 	}
-	return b.Put([]byte(lease.CloneID), row)
+	key := []byte(lease.CloneID)
+	if err := tx.Bucket(bucketLeases).Put(key, row); err != nil {
+		return err
+	}
+	if tracked(lease) {
+		return tx.Bucket(bucketTrackedLeases).Put(key, nil)
+	}
+	return tx.Bucket(bucketTrackedLeases).Delete(key)
 }
 
 // indexLease lists lease under its generation in generation_leases,
@@ -126,6 +135,9 @@ func (s *Store) changeSameLease(p faultPoint, which Lease, change func(tx *bolt.
 // and records the change of the generation's lease set (leasesChanged).
 func (s *Store) deleteLeaseRecord(tx *bolt.Tx, lease Lease) error {
 	if err := tx.Bucket(bucketLeases).Delete([]byte(lease.CloneID)); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketTrackedLeases).Delete([]byte(lease.CloneID)); err != nil {
 		return err
 	}
 	if gl := tx.Bucket(bucketGenerationLeases).Bucket(genKey(lease.Generation)); gl != nil {

@@ -30,7 +30,7 @@ import (
 
 // migrations[v] moves an index from version v to v+1.
 var migrations = map[uint32]migrationStep{
-	1: {name: "lease rows from JSON to binary (leases/ to lease_records/)", batch: migrateLeaseRows},
+	1: {name: "lease rows from JSON to binary (leases/ to lease_records/, tracked_leases/ made)", batch: migrateLeaseRows},
 }
 
 // migrationStep is one version's migration: batch moves up to n rows and
@@ -148,7 +148,8 @@ func pendingMigration(tx *bolt.Tx) (from uint32, resuming bool, err error) {
 
 // migrateLeaseRows moves up to n lease rows, in key order, from version
 // 1's leases/ (JSON) to lease_records/ (leasecodec.go), which it makes
-// first with the old bucket's sequence (the last lease sequence number).
+// first with the old bucket's sequence (the last lease sequence number),
+// listing tracked ones in tracked_leases/.
 // Rows arrive in key order, so lease_records/ pages are filled full. Once
 // leases/ is empty it is deleted and done is true.
 func migrateLeaseRows(tx *bolt.Tx, n int) (done bool, err error) {
@@ -164,6 +165,9 @@ func migrateLeaseRows(tx *bolt.Tx, n int) (done bool, err error) {
 		if dst, err = tx.CreateBucket(bucketLeases); err != nil {
 			return false, err
 		}
+	}
+	if _, err := tx.CreateBucketIfNotExists(bucketTrackedLeases); err != nil {
+		return false, err
 	}
 	if err := dst.SetSequence(src.Sequence()); err != nil {
 		return false, err
@@ -182,7 +186,7 @@ func migrateLeaseRows(tx *bolt.Tx, n int) (done bool, err error) {
 		if l.CloneID != string(k) {
 			return false, fmt.Errorf("%w: lease row %q names clone %q", ErrMigration, k, l.CloneID)
 		}
-		if err := writeLeaseRow(dst, l); err != nil {
+		if err := writeLeaseRow(tx, l); err != nil {
 			return false, fmt.Errorf("%w: lease row %q: %v", ErrMigration, k, err)
 		}
 		moved = append(moved, k)

@@ -82,8 +82,10 @@ func v1Store(t *testing.T, extra int) (string, []Lease) {
 		if err := old.SetSequence(uint64(1000 + extra)); err != nil {
 			return err
 		}
-		if err := tx.DeleteBucket(bucketLeases); err != nil {
-			return err
+		for _, b := range [][]byte{bucketLeases, bucketTrackedLeases} { // version 1 had neither
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
 		}
 		return tx.Bucket(bucketMeta).Put(keyVersion, binary.BigEndian.AppendUint32(nil, 1))
 	})
@@ -95,7 +97,7 @@ func v1Store(t *testing.T, extra int) (string, []Lease) {
 
 // assertMigrated opens dir and checks that it is at SchemaVersion with
 // no trace of the old layout, holds exactly want, keeps the lease
-// sequence, and passes Check.
+// sequence, lists the tracked leases, and passes Check.
 func assertMigrated(t *testing.T, dir string, want []Lease, seq uint64) {
 	t.Helper()
 	st, err := Open(dir, Options{Logger: slog.New(slog.DiscardHandler), NoRecover: true})
@@ -117,6 +119,15 @@ func assertMigrated(t *testing.T, dir string, want []Lease, seq uint64) {
 		}
 		if got := tx.Bucket(bucketLeases).Sequence(); got != seq {
 			return fmt.Errorf("lease sequence %d, want %d", got, seq)
+		}
+		tracked := 0
+		for _, l := range want {
+			if l.State == Bound {
+				tracked++
+			}
+		}
+		if n := tx.Bucket(bucketTrackedLeases).Stats().KeyN; n != tracked || n == 0 {
+			return fmt.Errorf("%d leases in tracked_leases/, want %d", n, tracked)
 		}
 		return nil
 	}); err != nil {

@@ -28,6 +28,8 @@ import (
 //	    <gen uint64 BE>  ""
 //	lease_records/  sequence = last lease sequence number handed out
 //	  <clone ID>       <binary Lease>            (leasecodec.go; version 1 had leases/ with JSON rows)
+//	tracked_leases/ the leases whose process exit tracking watches (tracked: Bound, Releasing, TeardownFailed with a process)
+//	  <clone ID>       ""
 //	generation_leases/
 //	  <gen uint64 BE>/   sequence = Unix ns of the last lease granted or released (0: none recorded)
 //	    <clone ID>     ""
@@ -40,6 +42,11 @@ var (
 	bucketKeyGenerations   = []byte("key_generations")
 	bucketLeases           = []byte("lease_records")
 	bucketGenerationLeases = []byte("generation_leases")
+	bucketTrackedLeases    = []byte("tracked_leases")
+
+	// indexBuckets are the top-level buckets besides meta that Init
+	// makes and Open requires.
+	indexBuckets = [][]byte{bucketGenerations, bucketKeys, bucketKeyGenerations, bucketLeases, bucketGenerationLeases, bucketTrackedLeases}
 
 	keyIdentity = []byte("identity")
 	keyVersion  = []byte("version")
@@ -60,7 +67,9 @@ const SchemaIdentity = "templatefs-store"
 // SchemaVersion is the index layout this build reads and writes. Open
 // migrates an older version it has a step for (migrate.go) and refuses
 // any other, older or newer, naming both. Version 2 holds lease rows in
-// binary (leasecodec.go) in lease_records/.
+// binary (leasecodec.go) in lease_records/, and lists the leases exit
+// tracking watches in tracked_leases/, so a daemon's start reads those
+// rather than every lease.
 const SchemaVersion uint32 = 2
 
 func genKey(id GenerationID) []byte {

@@ -162,7 +162,7 @@ func initStore(dir string, set *Settings) error {
 				return err
 			}
 		}
-		for _, b := range [][]byte{bucketGenerations, bucketKeys, bucketKeyGenerations, bucketLeases, bucketGenerationLeases} {
+		for _, b := range indexBuckets {
 			if _, err := tx.CreateBucket(b); err != nil {
 				return err
 			}
@@ -337,7 +337,7 @@ func checkSchema(tx *bolt.Tx) error {
 	case version > SchemaVersion:
 		return fmt.Errorf("schema %q version %d, this build reads %d: %w", identity, version, SchemaVersion, ErrSchemaTooNew)
 	}
-	for _, b := range [][]byte{bucketGenerations, bucketKeys, bucketKeyGenerations, bucketLeases, bucketGenerationLeases} {
+	for _, b := range indexBuckets {
 		if tx.Bucket(b) == nil {
 			return fmt.Errorf("schema %q version %d lacks bucket %q: %w", identity, SchemaVersion, b, ErrSchemaUnknown)
 		}
