@@ -224,26 +224,19 @@ func (d *rowDecoder) byte() byte {
 	return 0
 }
 
-func (d *rowDecoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad unsigned varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *rowDecoder) uvarint() uint64 { return readVarint(d, binary.Uvarint, "unsigned varint") }
 
-func (d *rowDecoder) varint() int64 {
+func (d *rowDecoder) varint() int64 { return readVarint(d, binary.Varint, "varint") }
+
+// readVarint reads one varint from d with read (binary.Uvarint or
+// binary.Varint), named what in the error.
+func readVarint[T uint64 | int64](d *rowDecoder, read func([]byte) (T, int), what string) T {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.b)
+	v, n := read(d.b)
 	if n <= 0 {
-		d.fail("bad varint")
+		d.fail("bad %s", what)
 		return 0
 	}
 	d.b = d.b[n:]
