@@ -17,8 +17,8 @@ import (
 // split full (FillPercent 1), and any other is split at the default.
 //
 // bbolt runs one write transaction at a time and keeps one Bucket value
-// per bucket and transaction, so the state is per index and reset when
-// each write transaction begins and ends (index.Update, rolledBack).
+// per bucket and transaction, so the state is per index: index.Update
+// makes it when its transaction begins and drops it before the commit.
 type appendFills map[*bolt.Bucket]*appendFill
 
 // appendFill is what one write transaction has put into one bucket.

@@ -116,10 +116,13 @@ func (x *index) Update(fn func(*bolt.Tx) error) error {
 	if err != nil {
 		return err
 	}
+	// fills lives while fn runs, under bbolt's writer lock, which the
+	// commit or rollback releases.
 	x.fills = appendFills{}
-	defer func() { x.fills = nil }()
 	err = guard(func() error {
-		if err := fn(tx); err != nil {
+		err := fn(tx)
+		x.fills = nil
+		if err != nil {
 			return err
 		}
 		return tx.Commit()
@@ -160,8 +163,6 @@ func (x *index) rolledBack(fn func(*bolt.Tx) error) error {
 	if err != nil {
 		return err
 	}
-	x.fills = appendFills{}
-	defer func() { x.fills = nil }()
 	err = guard(func() error { return fn(tx) })
 	_, damaged := err.(damage)
 	err = x.noteDamage(err)
