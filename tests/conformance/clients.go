@@ -148,15 +148,15 @@ func (l lfsClient) create(rel string) error {
 	if err != nil {
 		return err
 	}
-	cr, err := l.lfs.Create(dir, name, true, l.c)
+	cr, err := l.lfs.Create(dir, name, leasefs.OpenFlags{Write: true, Exclusive: true}, l.c)
 	switch {
 	case err != nil:
 		return err
-	case cr.Commands != nil:
-		return cr.Commands.Flush()
-	case cr.Incoming != nil:
-		err := cr.Incoming.File.Close()
-		cr.Incoming.Released()
+	case cr.Handle.Commands != nil:
+		return cr.Handle.Commands.Flush()
+	case cr.Handle.Incoming != nil:
+		err := cr.Handle.Incoming.File.Close()
+		cr.Handle.Incoming.Released()
 		return err
 	}
 	return nil
