@@ -74,23 +74,12 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	return 0
 }
 
-// Lookup answers READDIRPLUS for each listed name. Only entries the
-// kernel may cache (leasefs.Node.Immutable) get attributes and an inode:
-// anything else has zero timeouts, so the kernel would look it up again
-// before using it, and an inode per listed lease would make the daemon's
-// memory grow with every listing (project issue 5). For those it returns
-// an errno, which go-fuse turns into an entry without attributes (node
-// ID 0), which the kernel skips (fs/fuse/readdir.c fuse_direntplus_link).
+// Lookup answers READDIRPLUS for each listed name, as a LOOKUP would:
+// attributes, timeouts and an inode, so `ls -l` asks nothing more per
+// entry (Coherence keeps those caches true). go-fuse keeps the inode until
+// the kernel forgets it. An entry gone since its page was read gets an
+// errno, which go-fuse turns into an entry without attributes (node ID 0),
+// which the kernel skips (fs/fuse/readdir.c fuse_direntplus_link).
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	child, err := d.n.lfs.Lookup(d.n.ln, name)
-	if err != nil {
-		return nil, errnoOf(err)
-	}
-	if !child.Immutable() {
-		return nil, syscall.EAGAIN
-	}
-	if errno := d.n.entryOut(child, out); errno != 0 {
-		return nil, errno
-	}
-	return d.n.newChild(ctx, child), 0
+	return d.n.Lookup(ctx, name, out)
 }

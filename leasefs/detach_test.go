@@ -20,7 +20,7 @@ import (
 var (
 	storeMethods = []string{"Attr", "CheckRemove", "Create", "Lookup", "MakeEntry", "Mkdir", "Open", "ReadDir", "ReadDirFrom",
 		"OpenAttr", "Remove", "Rename", "Rmdir", "SetAttr", "SetIncomingAttr", "Walk", "Xattrs"}
-	storeFree = []string{"Allocate", "ChangeXattr", "Detach", "Detached", "EndEvents", "Refuse", "Root", "SetOwners"}
+	storeFree = []string{"Allocate", "ChangeXattr", "Detach", "Detached", "EndEvents", "Refuse", "Root", "SetOwners", "WatchChanges"}
 )
 
 func TestDetachCoversEveryMethod(t *testing.T) {
