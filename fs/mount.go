@@ -125,7 +125,7 @@ func Mount(mountpoint string, lfs *leasefs.FS, opts MountOptions) (*fuse.Server,
 		},
 		RootStableAttr:  &fusefs.StableAttr{Ino: leasefs.InoRoot},
 		NegativeTimeout: &negativeTimeout, // where names are fixed only: see node.Lookup
-		NullPermissions: true, // leasefs sets every mode; 0 would be a bug to see, not to paper over
+		NullPermissions: true,             // leasefs sets every mode; 0 would be a bug to see, not to paper over
 		Logger:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	})
 	if err != nil {

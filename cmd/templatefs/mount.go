@@ -64,7 +64,7 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	// Services that take operations on the store start here and register
 	// their stop with d.OnStop (stops run latest first: the control socket
 	// stops taking commands before exit tracking ends).
-	d.OnStop("exit tracking", st.TrackExits()) // leases follow their processes (store/exits.go)
+	d.OnStop("exit tracking", st.TrackExits())    // leases follow their processes (store/exits.go)
 	stopControl, err := startControl(st, &d.told) // commands on the store run through this daemon until stopControl
 	if err != nil {
 		return err
