@@ -107,13 +107,21 @@ func (c *Coherence) begin(held ...*fusefs.Inode) *op {
 	return &op{c: c, held: held, w: c.lfs.WatchChanges()}
 }
 
-// end tells the kernel of the op's changes (and any made meanwhile), then
-// unregisters its directories. A nil op does nothing.
-func (o *op) end() {
+// end tells the kernel of the op's changes (and any made meanwhile), and
+// that the attributes of the nodes in changed may have changed (a lease
+// the request wrote to or removed: its state moves through releasing or
+// teardown-failed without an event), then unregisters its directories. A
+// nil op does nothing.
+func (o *op) end(changed ...*fusefs.Inode) {
 	if o == nil {
 		return
 	}
 	o.c.tell(o.w, o.held)
+	for _, in := range changed {
+		if in != nil {
+			in.NotifyContent(-1, 0)
+		}
+	}
 	o.w.Close()
 	o.c.mu.Lock()
 	for _, d := range o.held {
@@ -150,7 +158,7 @@ func (c *Coherence) tell(w *leasefs.Changes, self []*fusefs.Inode) {
 		}
 	}
 	for in := range contents {
-		in.NotifyContent(0, 0)
+		in.NotifyContent(-1, 0) // attributes: every cached file is served with direct I/O
 	}
 }
 
@@ -188,7 +196,7 @@ func (c *Coherence) sweep(dir *fusefs.Inode, self []*fusefs.Inode) {
 	for name, child := range dir.Children() {
 		if child.Operations().(*node).ln.CachePolicy() == leasefs.CacheNotified {
 			c.entry(dir, name, self)
-			child.NotifyContent(0, 0)
+			child.NotifyContent(-1, 0)
 		}
 		if child.IsDir() {
 			c.sweep(child, self)

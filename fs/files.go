@@ -144,7 +144,7 @@ type commandFile struct {
 var _ = (fusefs.FileFlusher)((*commandFile)(nil))
 
 func (c *commandFile) Flush(ctx context.Context) syscall.Errno {
-	defer c.n.coherence.begin().end()
+	defer c.n.coherence.begin().end(c.n.EmbeddedInode())
 	return c.n.refuse("close", "", c.cmd.Flush())
 }
 

@@ -317,7 +317,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 var _ = (fusefs.NodeUnlinker)((*node)(nil))
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	defer n.coherence.begin(n.EmbeddedInode()).end()
+	defer n.coherence.begin(n.EmbeddedInode()).end(n.GetChild(name))
 	if err := n.lfs.Remove(n.ln, name, callerOf(ctx)); err != nil {
 		return n.refuse("unlink", name, err)
 	}
@@ -460,7 +460,7 @@ func (n *node) Write(ctx context.Context, fh fusefs.FileHandle, data []byte, off
 	if !ok {
 		return 0, syscall.EBADF // not opened for writing; the kernel refuses such writes itself
 	}
-	defer n.coherence.begin().end() // the kernel holds only this file's lock
+	defer n.coherence.begin().end(n.EmbeddedInode()) // the kernel holds only this file's lock
 	written, err := cf.cmd.Write(data, callerOf(ctx))
 	if errno := n.refuse("write", "", err); errno != 0 {
 		return 0, errno
