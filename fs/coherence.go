@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 
@@ -45,6 +46,16 @@ import (
 // the daemon is locked while a notification is sent. NotifyContent takes
 // no directory or inode lock and is always sent in line.
 //
+// Replies that make a new kernel inode. The kernel drops the attributes
+// of a GETATTR or LOOKUP reply about an inode it already has when a
+// notification about that inode came meanwhile (attr_version), but a
+// notification about an inode it does not have yet is lost: a LOOKUP that
+// read the store before a change and whose reply the kernel installs
+// after the change's notification would cache the old node for long. So a
+// LOOKUP during which a change was emitted answers with zero timeouts
+// (quiet), and the watcher tells the kernel of each change a second time
+// after repeatDelay, once any reply that raced with it is installed.
+//
 // The zero Coherence is ready to use; Mount attaches it to its mount.
 type Coherence struct {
 	// root is the mount's root inode, nil until mounted.
@@ -69,8 +80,50 @@ func (c *Coherence) attach(ctx context.Context, lfs *leasefs.FS, root *fusefs.In
 func (c *Coherence) watch(ctx context.Context, w *leasefs.Changes) {
 	defer w.Close()
 	for w.Wait(ctx) == nil {
-		c.tell(w, nil)
+		ts, lost := w.Take()
+		c.apply(ts, lost, nil)
+		time.AfterFunc(repeatDelay, func() { c.apply(ts, false, nil) })
 	}
+}
+
+// repeatDelay is how long after a change the watcher tells the kernel of
+// it again (see Coherence: replies that make a new kernel inode).
+const repeatDelay = 100 * time.Millisecond
+
+// quiet starts a quietWatch: whether no change is emitted from now on.
+func (c *Coherence) quiet() *quietWatch {
+	if c == nil || c.root.Load() == nil {
+		return nil // nothing is cached before the mount is attached
+	}
+	return &quietWatch{w: c.lfs.WatchChanges()}
+}
+
+// quietWatch tells whether a store change was emitted since it began. The
+// nil quietWatch is always quiet.
+type quietWatch struct {
+	w       *leasefs.Changes
+	changed bool
+}
+
+// quiet reports whether no change was emitted since q began.
+func (q *quietWatch) quiet() bool {
+	if q == nil {
+		return true
+	}
+	if !q.changed {
+		ts, lost := q.w.Take()
+		q.changed = len(ts) > 0 || lost
+	}
+	return !q.changed
+}
+
+// close ends the watch and reports quiet.
+func (q *quietWatch) close() bool {
+	if q == nil {
+		return true
+	}
+	defer q.w.Close()
+	return q.quiet()
 }
 
 // Do runs a change made outside the mount (a command of the CLI channel)
@@ -137,6 +190,11 @@ func (o *op) end(changed ...*fusefs.Inode) {
 // store.EventBuffer behind), every cached name is checked.
 func (c *Coherence) tell(w *leasefs.Changes, self []*fusefs.Inode) {
 	ts, lost := w.Take()
+	c.apply(ts, lost, self)
+}
+
+// apply tells the kernel of the changes ts (all of them if lost).
+func (c *Coherence) apply(ts []leasefs.Touched, lost bool, self []*fusefs.Inode) {
 	if c.lfs.Detached() {
 		return
 	}

@@ -145,22 +145,11 @@ func timeout(ln leasefs.Node) time.Duration {
 	return CacheTimeout
 }
 
-// entryOut fills out for child: attributes and both timeouts.
-func (n *node) entryOut(child leasefs.Node, out *fuse.EntryOut) syscall.Errno {
-	a, err := n.lfs.Attr(child)
-	if err != nil {
-		return errnoOf(err)
-	}
-	fillAttr(child, a, &out.Attr)
-	out.SetEntryTimeout(timeout(child))
-	out.SetAttrTimeout(timeout(child))
-	return 0
-}
-
 // Lookup resolves a name with leasefs.FS.Lookup; every directory needs it.
 var _ = (fusefs.NodeLookuper)((*node)(nil))
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	quiet := n.coherence.quiet()
 	child, err := n.lfs.Lookup(n.ln, name)
 	if err != nil {
 		errno := errnoOf(err)
@@ -175,12 +164,30 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 			// keeps ENOENT uncached where names come and go.
 			out.SetEntryTimeout(time.Nanosecond)
 		}
+		quiet.close() // only fixed names are cached as absent: no change adds one
 		return nil, errno
 	}
-	if errno := n.entryOut(child, out); errno != 0 {
-		return nil, errno
+	a, err := n.lfs.Attr(child)
+	if err != nil {
+		quiet.close()
+		return nil, errnoOf(err)
 	}
-	return n.newChild(ctx, name, child), 0
+	return n.entry(ctx, name, child, a, quiet.close(), out), 0
+}
+
+// entry fills out for child, called name below n, with attributes a, and
+// returns its inode. Unless quiet (no store change was emitted since the
+// store was read), the reply may be older than a change's notification,
+// which a new kernel inode would miss (Coherence): it gets zero timeouts.
+func (n *node) entry(ctx context.Context, name string, child leasefs.Node, a leasefs.Attr, quiet bool, out *fuse.EntryOut) *fusefs.Inode {
+	fillAttr(child, a, &out.Attr)
+	t := timeout(child)
+	if !quiet {
+		t = 0
+	}
+	out.SetEntryTimeout(t)
+	out.SetAttrTimeout(t)
+	return n.newChild(ctx, name, child)
 }
 
 // Getattr reports leasefs.FS.Attr: real sizes, blocks and record times.
@@ -351,10 +358,11 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if err != nil {
 		return nil, n.refuse("mkdir", name, err)
 	}
-	if errno := n.entryOut(child, out); errno != 0 {
-		return nil, errno
+	a, err := n.lfs.Attr(child)
+	if err != nil {
+		return nil, errnoOf(err)
 	}
-	return n.newChild(ctx, name, child), 0
+	return n.entry(ctx, name, child, a, true, out), 0 // a new name in the request's own directory
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
