@@ -148,15 +148,15 @@ func (l lfsClient) create(rel string) error {
 	if err != nil {
 		return err
 	}
-	cr, err := l.lfs.Create(dir, name, true, l.c)
-	switch {
+	cr, err := l.lfs.Create(dir, name, leasefs.OpenFlags{Write: true, Exclusive: true}, l.c)
+	switch h := cr.Handle; {
 	case err != nil:
 		return err
-	case cr.Commands != nil:
-		return cr.Commands.Flush()
-	case cr.Incoming != nil:
-		err := cr.Incoming.File.Close()
-		cr.Incoming.Released()
+	case h.Commands != nil:
+		return h.Commands.Flush() // the close: it waits for the create's commit
+	case h.Incoming != nil:
+		err := h.Incoming.File.Close()
+		h.Incoming.Released()
 		return err
 	}
 	return nil
