@@ -149,14 +149,14 @@ func (l lfsClient) create(rel string) error {
 		return err
 	}
 	cr, err := l.lfs.Create(dir, name, leasefs.OpenFlags{Write: true, Exclusive: true}, l.c)
-	switch {
+	switch h := cr.Handle; {
 	case err != nil:
 		return err
-	case cr.Handle.Commands != nil:
-		return cr.Handle.Commands.Flush()
-	case cr.Handle.Incoming != nil:
-		err := cr.Handle.Incoming.File.Close()
-		cr.Handle.Incoming.Released()
+	case h.Commands != nil:
+		return h.Commands.Flush() // the close: it waits for the create's commit
+	case h.Incoming != nil:
+		err := h.Incoming.File.Close()
+		h.Incoming.Released()
 		return err
 	}
 	return nil
