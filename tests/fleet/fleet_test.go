@@ -168,21 +168,22 @@ func etcdClient(t *testing.T, etcd *etcdtest.Server) *clientv3.Client {
 }
 
 // TestFleetTombstoneAndLift: a tombstone set on host A by mv through its
-// mount quarantines the same template on host B while B holds a lease on
-// it (B refuses a new lease with EPERM; B's bound lease keeps its
+// mount quarantines the same template on hosts B and C while B holds a
+// lease on it (B refuses a new lease with EPERM; B's bound lease keeps its
 // process and its payload reads), and is in etcd with A's host ID; a
-// lift on B by the ctl write releases it on A; the fleet CLI on A
-// tombstones and lifts a template by fleet ID on both hosts. Both hosts
-// are in the catalog.
+// lift on B by the ctl write releases it on A and C; the fleet CLI on A
+// tombstones and lifts a template by fleet ID on B. Every host is in the
+// catalog.
 func TestFleetTombstoneAndLift(t *testing.T) {
 	harness.RequireFUSE(t)
 	etcd := etcdtest.Start(t)
 	top := t.TempDir()
 	caps := newCaptures(t, top, 2)
-	a, b := newHost(t, top, "a", caps), newHost(t, top, "b", caps)
+	a, b, h3 := newHost(t, top, "a", caps), newHost(t, top, "b", caps), newHost(t, top, "c", caps)
 	a.mount(t, etcd)
 	b.mount(t, etcd)
-	connected(t, a, b)
+	h3.mount(t, etcd)
+	connected(t, a, b, h3)
 	c := etcdClient(t, etcd)
 	id := b.fleetID(t, 0)
 	if got := a.fleetID(t, 0); got != id {
@@ -201,6 +202,7 @@ func TestFleetTombstoneAndLift(t *testing.T) {
 	harness.MustTool(t, "mv", a.path("generations", a.gens[0]), a.path("tombstones")+"/")
 	took := waitFor(t, "tombstone from a seen on b", func() bool { return b.state(0) == "tombstoned" }, a, b)
 	t.Logf("tombstone on a seen on b after %v", took)
+	waitFor(t, "tombstone from a seen on c", func() bool { return h3.state(0) == "tombstoned" }, a, h3)
 
 	_, err := os.OpenFile(b.path("tombstones", b.gens[0], "leases", "clone-new"), os.O_CREATE|os.O_WRONLY, 0o644)
 	if !errors.Is(err, syscall.EPERM) {
@@ -219,7 +221,7 @@ func TestFleetTombstoneAndLift(t *testing.T) {
 	if !strings.Contains(rec, `"state":"tombstoned"`) || !strings.Contains(rec, storeA) {
 		t.Errorf("etcd tombstone record %q: want state tombstoned and a's host ID %s", rec, storeA)
 	}
-	for _, h := range []*host{a, b} {
+	for _, h := range []*host{a, b, h3} {
 		if v := etcdGet(t, c, prefix+"catalog/"+id+"/"+field(h.path("store"), "store_id")); !strings.Contains(v, h.gens[0]) {
 			t.Errorf("catalog entry of %s for %s: %q", h.name, id, v)
 		}
@@ -231,6 +233,7 @@ func TestFleetTombstoneAndLift(t *testing.T) {
 	}
 	took = waitFor(t, "lift from b seen on a", func() bool { return a.state(0) == "published" }, a, b)
 	t.Logf("lift on b seen on a after %v", took)
+	waitFor(t, "lift from b seen on c", func() bool { return h3.state(0) == "published" }, b, h3)
 
 	// The fleet CLI on A, by fleet ID, through A's daemon.
 	id1 := a.fleetID(t, 1)
@@ -253,6 +256,7 @@ func TestFleetTombstoneAndLift(t *testing.T) {
 	}
 	a.d.Stop()
 	b.d.Stop()
+	h3.d.Stop()
 }
 
 // TestFleetOutage: etcd stops; both hosts keep serving and leasing with
