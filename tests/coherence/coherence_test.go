@@ -328,23 +328,21 @@ func (w *world) afterLeaseGone(gen string) {
 }
 
 func (w *world) tombstone(g string) (string, bool) {
-	w.gens[g] = "tombstones"
-	if w.rng.IntN(2) == 0 {
-		w.must("mv "+g, os.Rename(w.path("generations", g), w.path("tombstones", g)))
-		return "mv generations/" + g + " tombstones/", false
-	}
-	w.must("tombstone "+g, w.write(filepath.Join("generations", g, "ctl"), "tombstone"))
-	return "tombstone > generations/" + g + "/ctl", false
+	return w.move(g, "generations", "tombstones", "tombstone")
 }
 
-func (w *world) lift(g string) (string, bool) {
-	w.gens[g] = "generations"
+func (w *world) lift(g string) (string, bool) { return w.move(g, "tombstones", "generations", "lift") }
+
+// move moves g from state directory from to to, by rename(2) or by the
+// ctl command cmd, at random.
+func (w *world) move(g, from, to, cmd string) (string, bool) {
+	w.gens[g] = to
 	if w.rng.IntN(2) == 0 {
-		w.must("mv "+g, os.Rename(w.path("tombstones", g), w.path("generations", g)))
-		return "mv tombstones/" + g + " generations/", false
+		w.must("mv "+g, os.Rename(w.path(from, g), w.path(to, g)))
+		return fmt.Sprintf("mv %s/%s %s/", from, g, to), false
 	}
-	w.must("lift "+g, w.write(filepath.Join("tombstones", g, "ctl"), "lift"))
-	return "lift > tombstones/" + g + "/ctl", false
+	w.must(cmd+" "+g, w.write(filepath.Join(from, g, "ctl"), cmd))
+	return fmt.Sprintf("%s > %s/%s/ctl", cmd, from, g), false
 }
 
 // flip moves g by a ctl write and at once back by a rename, with no look
