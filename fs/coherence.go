@@ -42,9 +42,12 @@ import (
 // it when the holder replies); a request's own directory needs none, the
 // kernel updates it itself. A request waits only for notifications about
 // directories not registered when it checked; a holder registered later
-// checks after registering and so never waits back: no cycle. Nothing in
-// the daemon is locked while a notification is sent. NotifyContent takes
-// no directory or inode lock and is always sent in line.
+// checks after registering and so never waits back. A request the kernel
+// has not passed on yet is not registered but may already hold a
+// directory while it waits in the kernel for an inode lock this request
+// holds; that wait is bounded (notifyWait). Nothing in the daemon is
+// locked while a notification is sent. NotifyContent takes no directory
+// or inode lock and is always sent in line.
 //
 // Replies that make a new kernel inode. The kernel drops the attributes
 // of a GETATTR or LOOKUP reply about an inode it already has when a
@@ -240,12 +243,26 @@ func (c *Coherence) entry(dir *fusefs.Inode, name string, self []*fusefs.Inode) 
 	c.mu.Lock()
 	busy := c.held[dir] > 0
 	c.mu.Unlock()
-	if busy {
-		go dir.NotifyEntry(name) // delivered once its holder replies; see Coherence
-		return
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		dir.NotifyEntry(name) // delivered once any holder of dir replies
+	}()
+	if !busy {
+		select {
+		case <-sent:
+		case <-time.After(notifyWait):
+		}
 	}
-	dir.NotifyEntry(name)
 }
+
+// notifyWait bounds the wait for a NotifyEntry about a directory no
+// registered request holds. A request the kernel has not passed on yet
+// can hold it: an unlink of the same lease by another name holds its own
+// directory and waits for the lease's inode lock, which this request (an
+// unlink or a write to the lease) holds. Waiting longer would deadlock;
+// the notification lands when that request gets the lock and replies.
+const notifyWait = 500 * time.Millisecond
 
 // sweep checks every cached name of a directory with CacheNotified
 // entries, and invalidates every CacheNotified node's attributes: after
