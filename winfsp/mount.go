@@ -3,6 +3,7 @@
 package winfsp
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -128,6 +129,9 @@ func mount(mountpoint string, lfs *leasefs.FS, opts MountOptions, requests, getx
 			return nil, err
 		}
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-m.ended; cancel() }()
+	go notifyChanges(ctx, host, lfs)
 	return m, nil
 }
 
