@@ -27,7 +27,7 @@ import (
 // names not yet removed; a publication of an incoming directory passes
 // the publish-* points too), autobind-committed (a bind at a payload
 // open, BindLaunched), cancel-committed (CancelLease),
-// migrate-batch-committed (after each commit of a schema migration, migrate.go).
+// migrate-committed (after each commit of a schema migration, migrate.go).
 const FailpointEnv = "TEMPLATEFS_FAILPOINT"
 
 // TEMPLATEFS_FAILPOINT=<name>:ENOSPC or <name>:EIO arms an error point
