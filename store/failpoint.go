@@ -33,7 +33,7 @@ import (
 // pull-midway-<artifact> (a pull's download of the artifact, after
 // MidwayBytes of its data are written), pull-saved-<artifact> (the
 // artifact verified and renamed into the pull's staging directory),
-// migrate-batch-committed (after each commit of a schema migration, migrate.go).
+// migrate-committed (after each commit of a schema migration, migrate.go).
 const FailpointEnv = "TEMPLATEFS_FAILPOINT"
 
 // TEMPLATEFS_FAILPOINT=<name>:ENOSPC or <name>:EIO arms an error point

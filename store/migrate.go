@@ -12,17 +12,18 @@ import (
 // SchemaVersion before it reads anything else, one step per version,
 // each step durable and safe to interrupt at any commit:
 //
-//  1. The step's first commit writes the new version and
+//  1. The step's first commit writes only the new version and
 //     meta/migrating = the version migrated from, so an older build
 //     refuses the half-migrated index (ErrSchemaTooNew) instead of
 //     reading part of it.
-//  2. The step moves rows in batches of migrateBatch, a commit each
-//     (kill point migrate-batch-committed after each); a row is in its
-//     old place or its new one at every commit, never both or neither.
+//  2. The step moves rows in batches of migrateBatch, a commit each; a
+//     row is in its old place or its new one at every commit, never
+//     both or neither.
 //  3. Its last commit removes what is left of the old layout and
 //     meta/migrating.
 //
-// An Open that finds meta/migrating resumes the step. A row a step
+// Kill point migrate-committed follows each of these commits. An Open
+// that finds meta/migrating resumes the step. A row a step
 // cannot read makes Open refuse with ErrMigration, naming it; the
 // index keeps every row it had, in one place or the other, and a build
 // that can read the row (or a restore from backup) goes on. A new
@@ -88,29 +89,36 @@ func migrateIndex(db txRunner, readOnly bool, logf func(msg string, args ...any)
 		} else {
 			logf("migrating index", "from", from, "to", from+1, "step", step.name)
 		}
-		moved := 0
-		for done := false; !done; {
+		if !resuming {
+			// Marked first, alone, so an older build refuses the index
+			// from here on.
 			if err := db.Update(func(tx *bolt.Tx) error {
 				meta := tx.Bucket(bucketMeta)
 				if err := meta.Put(keyVersion, binary.BigEndian.AppendUint32(nil, from+1)); err != nil {
 					return err
 				}
-				if err := meta.Put(keyMigrating, binary.BigEndian.AppendUint32(nil, from)); err != nil {
-					return err
-				}
+				return meta.Put(keyMigrating, binary.BigEndian.AppendUint32(nil, from))
+			}); err != nil {
+				return err
+			}
+			failpoint("migrate-committed")
+		}
+		moved := 0
+		for done := false; !done; {
+			if err := db.Update(func(tx *bolt.Tx) error {
 				var err error
 				if done, err = step.batch(tx, migrateBatch); err != nil {
 					return fmt.Errorf("migrate index from schema version %d: %w", from, err)
 				}
 				if done {
-					return meta.Delete(keyMigrating)
+					return tx.Bucket(bucketMeta).Delete(keyMigrating)
 				}
 				return nil
 			}); err != nil {
 				return err
 			}
 			moved++
-			failpoint("migrate-batch-committed")
+			failpoint("migrate-committed")
 		}
 		logf("index migrated", "from", from, "to", from+1, "commits", moved)
 	}

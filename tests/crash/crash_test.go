@@ -48,6 +48,10 @@ type scenario struct {
 	// before is the problem kinds a read-only fsck must report right after
 	// the crash, in order: leftovers that the next normal open removes.
 	before []string
+	// fsckRefuses, when set, is what a read-only fsck right after the
+	// crash must say as it refuses the store (exit status not 0) instead
+	// of listing problems: a migration it may not finish.
+	fsckRefuses string
 	// check runs on the recovered mount after the common invariants.
 	check func(t *testing.T, f *fixture, v *view)
 	// after runs once the recovered mount is stopped, before the final
@@ -176,6 +180,18 @@ func scenarios() []scenario {
 		})
 	}
 	rows = append(rows, []scenario{
+		{
+			// A store of schema version 1 is migrated by the first
+			// command that opens it for changes (here publish, killed
+			// before it publishes): fsck refuses the half-migrated
+			// store, the next mount resumes the migration.
+			name: "migrate-committed", via: viaCLI, setup: func(t *testing.T, f *fixture) { f.schemaV1(t) },
+			op: publish(sampleCapture), fsckRefuses: "needs migrating",
+			check: func(t *testing.T, f *fixture, v *view) {
+				onlyG1(t, f, v)
+				wantLease(t, v, "held", g1, store.Reserved)
+			},
+		},
 		{
 			name: "publish-renamed", via: viaCLI, op: publish(sampleCapture),
 			before: []string{store.ProblemPayloadOrphaned}, check: onlyG1,
@@ -363,7 +379,11 @@ func TestCrash(t *testing.T) {
 
 			// The store as the crash left it; fsck must change nothing.
 			payload, staging := f.storeEntries(t)
-			if got := f.fsckKinds(t); !slices.Equal(got, sc.before) {
+			if sc.fsckRefuses != "" {
+				if r := harness.RunStatus(t, "fsck", f.store); r.Code == 0 || !strings.Contains(r.Stderr, sc.fsckRefuses) {
+					t.Errorf("fsck right after the crash: %v, want a refusal saying %q", r, sc.fsckRefuses)
+				}
+			} else if got := f.fsckKinds(t); !slices.Equal(got, sc.before) {
 				t.Errorf("fsck right after the crash found %q, want %q", got, sc.before)
 			}
 			if p, s := f.storeEntries(t); !slices.Equal(p, payload) || !slices.Equal(s, staging) {

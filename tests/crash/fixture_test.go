@@ -187,6 +187,55 @@ func (f *fixture) dropIndexRow(t *testing.T, gen, clone string) {
 	}
 }
 
+// schemaV1 rewrites the closed store's index as schema version 1 wrote
+// it: every lease as JSON (json.Marshal of store.Lease) in leases/,
+// keyed by clone ID, with the lease sequence, no lease_records/ or
+// tracked_leases/, and version 1.
+func (f *fixture) schemaV1(t *testing.T) {
+	t.Helper()
+	st, err := store.Open(f.store, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := st.Leases()
+	st.Close()
+	if err != nil || len(leases) == 0 {
+		t.Fatalf("leases of the template: %v, %v", leases, err)
+	}
+	db, err := bolt.Open(filepath.Join(f.store, store.IndexFile), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		old, err := tx.CreateBucket([]byte("leases"))
+		if err != nil {
+			return err
+		}
+		if err := old.SetSequence(tx.Bucket([]byte("lease_records")).Sequence()); err != nil {
+			return err
+		}
+		for _, l := range leases {
+			row, err := json.Marshal(l)
+			if err != nil {
+				return err
+			}
+			if err := old.Put([]byte(l.CloneID), row); err != nil {
+				return err
+			}
+		}
+		for _, b := range []string{"lease_records", "tracked_leases"} {
+			if err := tx.DeleteBucket([]byte(b)); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket([]byte("meta")).Put([]byte("version"), binary.BigEndian.AppendUint32(nil, 1))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // genKey is the index key of a generation: its ID as 8 big-endian bytes.
 func genKey(id store.GenerationID) []byte {
 	return binary.BigEndian.AppendUint64(nil, uint64(id))
