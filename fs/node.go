@@ -308,11 +308,16 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	// lease may already be released by another caller, and this create
 	// still succeeded; a reserved lease's read would wait for its commit.
 	// Writes go through the node, so a text handle serves both readers and
-	// writers of a lease file. A lease node's timeouts are zero, so no
-	// kernel cache holds the entry of a lease whose commit then fails.
+	// writers of a lease file. A reserved lease gets zero timeouts,
+	// whatever its node's cache policy: its commit may still fail, and no
+	// kernel cache may then hold its entry (leasefs.Created.Reserved).
 	fillAttr(cr.Node, cr.Attr, &out.Attr)
-	out.SetEntryTimeout(timeout(cr.Node))
-	out.SetAttrTimeout(timeout(cr.Node))
+	ttl := timeout(cr.Node)
+	if cr.Reserved() {
+		ttl = 0
+	}
+	out.SetEntryTimeout(ttl)
+	out.SetAttrTimeout(ttl)
 	fh, fl, _ := n.handle(cr.Node, cr.Handle)
 	return n.newChild(ctx, name, cr.Node), fh, fl, 0
 }

@@ -9,7 +9,8 @@ import (
 
 // TestCreateAcknowledgedAtClose: a create of a new lease answers with the
 // lease's node, attributes and record at once; the handle's attributes at
-// open are those (no store read, which would wait for the commit); the
+// open are those (no store read, which would wait for the commit), and
+// it is Reserved (adapters cache none of it) until its close; the
 // close (Flush) returns once the lease is durable, and from then on it is
 // listed and found. A second create of the name opens the committed
 // lease, or is EEXIST with O_EXCL.
@@ -20,7 +21,7 @@ func TestCreateAcknowledgedAtClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cr.Node.Kind() != KindLeaseFile || cr.Attr.Ino != cr.Node.Ino() || cr.Handle.Commands == nil || len(cr.Handle.Data) == 0 {
+	if cr.Node.Kind() != KindLeaseFile || cr.Attr.Ino != cr.Node.Ino() || cr.Handle.Commands == nil || len(cr.Handle.Data) == 0 || !cr.Reserved() {
 		t.Fatalf("created %+v: want a lease file node with its attributes, record and command stream", cr)
 	}
 	if a, err := fx.fs.OpenAttr(cr.Node, cr.Handle); err != nil || a != cr.Attr {
@@ -37,7 +38,7 @@ func TestCreateAcknowledgedAtClose(t *testing.T) {
 		t.Errorf("leases after the close: %+v, %v; want %s with the created seq", ls, err, name)
 	}
 	again, err := fx.fs.Create(dir, name, OpenFlags{Write: true}, owner)
-	if err != nil || again.Node != cr.Node || again.Handle.Commands == nil {
+	if err != nil || again.Node != cr.Node || again.Handle.Commands == nil || again.Reserved() {
 		t.Errorf("create of the committed lease again: %+v, %v; want it opened for writing", again, err)
 	} else if err := again.Handle.Commands.Flush(); err != nil {
 		t.Errorf("close of the retried create: %v", err)

@@ -342,6 +342,15 @@ type Created struct {
 	Handle Handle
 }
 
+// Reserved reports whether this create reserved a new lease, whose
+// commit may still be running and may fail: until its close, the lease
+// is not known to exist, so adapters let no kernel cache hold its entry
+// or attributes (zero timeouts in the create's reply); the next lookup
+// asks again, and is answered from the outcome of the commit.
+func (cr Created) Reserved() bool {
+	return cr.Handle.Commands != nil && cr.Handle.Commands.created != nil
+}
+
 // Durable waits until the lease this create made is durable, and returns
 // the error of its commit (then the lease does not exist); nil at once
 // for anything else. It is Commands.Flush's wait, for adapters on a
