@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -75,6 +76,7 @@ type acquireRoute struct {
 // route.choose picks. Once the record is durable it logs and emits
 // lease-created.
 func (s *Store) acquire(update func(func(*bolt.Tx) error) error, cloneID string, route acquireRoute) (lease Lease, created bool, err error) {
+	defer s.observeLeaseOp("create", time.Now(), &err)
 	if err := ValidateCloneID(cloneID); err != nil {
 		return Lease{}, false, err
 	}
@@ -137,6 +139,7 @@ func (s *Store) grantLease(tx *bolt.Tx, g Generation, cloneID, launch string) (L
 	if err := putJSON(leases, []byte(cloneID), lease); err != nil {
 		return Lease{}, err
 	}
+	s.countLease(tx, "", Reserved)
 	gl, err := tx.Bucket(bucketGenerationLeases).CreateBucketIfNotExists(genKey(g.ID))
 	if err != nil {
 		return Lease{}, err

@@ -105,9 +105,11 @@ func (s *Store) changeGeneration(p faultPoint, gen GenerationID, change func(*Ge
 		if g, err = getGeneration(tx, gen); err != nil {
 			return err
 		}
+		before := g.State
 		if err := change(&g); err != nil {
 			return err
 		}
+		s.countGeneration(tx, before, g.State)
 		g.StateChangedAt = s.now().UTC()
 		return putJSON(tx.Bucket(bucketGenerations), genKey(gen), g)
 	})
@@ -146,6 +148,7 @@ func (s *Store) finishRetirement(gen GenerationID) error {
 		if g.State != Retiring || hasLeases(tx, gen) {
 			return errUnchanged
 		}
+		s.countGeneration(tx, g.State, "")
 		return deleteGeneration(tx, g, s.now().UTC())
 	})
 	switch {

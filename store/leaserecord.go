@@ -41,6 +41,7 @@ func (s *Store) casLeaseState(which Lease, from, state LeaseState) error {
 		if lease.State == Reserved || lease.State == Exited || lease.State == state || from != "" && lease.State != from {
 			return errUnchanged
 		}
+		s.countLease(tx, lease.State, state)
 		lease.State, lease.UpdatedAt = state, s.now().UTC()
 		return putJSON(tx.Bucket(bucketLeases), []byte(lease.CloneID), lease)
 	})
@@ -77,6 +78,7 @@ func (s *Store) deleteLeaseRecord(tx *bolt.Tx, lease Lease) error {
 	if err := tx.Bucket(bucketLeases).Delete([]byte(lease.CloneID)); err != nil {
 		return err
 	}
+	s.countLease(tx, lease.State, "")
 	if gl := tx.Bucket(bucketGenerationLeases).Bucket(genKey(lease.Generation)); gl != nil {
 		if err := gl.Delete([]byte(lease.CloneID)); err != nil {
 			return err

@@ -95,6 +95,7 @@ func (s *Store) PublishWith(captureDir string, class *templatekey.Class, opts Pu
 
 // publish is PublishWith, but for the read-only policy on a failed fsync.
 func (s *Store) publish(captureDir string, class *templatekey.Class, opts PublishOptions) (Generation, bool, error) {
+	start := time.Now()
 	c, err := s.openCapture(captureDir)
 	if err != nil {
 		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
@@ -219,6 +220,7 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, opts Publis
 		if err := kg.Put(genKey(id), nil); err != nil {
 			return err
 		}
+		s.countGeneration(tx, "", g.State)
 		return putJSON(tx.Bucket(bucketGenerations), genKey(id), g)
 	})
 	if err != nil {
@@ -226,6 +228,7 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, opts Publis
 	}
 	s.log.Info("published generation", "generation", id.String(), "key", keyID, "capture", captureDir)
 	s.emit(Event{Kind: EventPublished, Generation: id, KeyID: keyID})
+	s.obs.Published(artifactBytes(g), time.Since(start))
 	return g, true, nil
 }
 

@@ -53,6 +53,9 @@ type Options struct {
 	// read-only Check (templatefs fsck) reports them instead. Check with
 	// Repair fixes them.
 	NoRecover bool
+	// Observer is told what the store does, for metrics; nil means
+	// nobody is.
+	Observer Observer
 }
 
 // Store is an open template store. It is safe for concurrent use by
@@ -74,6 +77,13 @@ type Store struct {
 
 	// commits runs lease acquisitions as group commits (commit.go).
 	commits *groupCommitter
+
+	// obs is told what the store does (observer.go); counts keeps the
+	// records per state for it (statecounts.go), and countsWalk
+	// serialises their first walk.
+	obs        Observer
+	counts     stateCounts
+	countsWalk sync.Mutex
 
 	// maint serialises retirement deletions with Check, so Check never
 	// sees a generation half deleted.
@@ -218,7 +228,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, uid: os.Geteuid(), procs: opts.Processes}
+	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, uid: os.Geteuid(), procs: opts.Processes, obs: opts.Observer}
+	if s.obs == nil {
+		s.obs = noObserver{}
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -272,6 +285,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	s.commits = newGroupCommitter(func(fn func(*bolt.Tx) error) error { return s.update(faultLeaseCommit, fn) })
+	s.commits.observe = s.obs.GroupCommit
 	if s.root, err = openDir(dir); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store: %w", err)
