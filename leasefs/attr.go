@@ -76,6 +76,8 @@ func (f *FS) Attr(n Node) (Attr, error) {
 		return f.indexAttr(a)
 	case KindEventsFile:
 		a.Mode = modeText // size 0: a stream, read with direct I/O
+	case KindMetricsFile:
+		return f.metricsAttr(a)
 	case KindStoreFile:
 		var changed time.Time
 		var err error

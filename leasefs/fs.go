@@ -27,6 +27,11 @@ type Options struct {
 	// KillWait bounds the wait of a `kill` write (store.KillLease); zero
 	// means DefaultKillWait.
 	KillWait time.Duration
+	// Observer is told of every refusal, for metrics; nil means nobody.
+	Observer Observer
+	// Metrics renders the metrics file (MetricsFileName) at each open and
+	// stat; nil means the tree has none.
+	Metrics func() ([]byte, error)
 }
 
 // FS is the namespace over one open store. Its tree state is the store's:
@@ -40,6 +45,8 @@ type FS struct {
 	owners   []uint32  // who may change the tree (authorize): the store owner and root unless SetOwners
 	created  time.Time // store creation: the times of the fixed nodes
 	killWait time.Duration
+	obs      Observer
+	metrics  func() ([]byte, error) // renders MetricsFileName; nil: no such file
 	refusals refusals
 	incoming incoming // incoming directories' writers and outcomes (incoming.go)
 	gate     gate     // closed by Detach (detach.go)
@@ -57,7 +64,10 @@ func New(st *store.Store, opts Options) (*FS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("leasefs: read store creation time: %w", err)
 	}
-	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: created, killWait: opts.KillWait}
+	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: created, killWait: opts.KillWait, obs: opts.Observer, metrics: opts.Metrics}
+	if f.obs == nil {
+		f.obs = noObserver{}
+	}
 	f.owners = []uint32{f.uid, 0}
 	f.eventsCtx, f.endEvents = context.WithCancel(context.Background())
 	if f.killWait <= 0 {
@@ -138,6 +148,9 @@ func (f *FS) Lookup(dir Node, name string) (Node, error) {
 		}
 		if name == EventsFileName { // found by name only: see EventsFileName
 			return fixedNode(KindEventsFile), nil
+		}
+		if name == MetricsFileName && f.metrics != nil { // found by name only: see MetricsFileName
+			return fixedNode(KindMetricsFile), nil
 		}
 	case KindKeysDir:
 		if store.ValidateKeyID(name) != nil {

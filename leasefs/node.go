@@ -38,6 +38,7 @@ const (
 	KindIncomingCtlFile                     // incoming/<name>/ctl
 	KindIncomingStatusFile                  // incoming/<name>/status
 	KindEventsFile                          // events
+	KindMetricsFile                         // metrics
 )
 
 var kindNames = [...]string{
@@ -67,6 +68,7 @@ var kindNames = [...]string{
 	KindIncomingCtlFile:     "incoming ctl file",
 	KindIncomingStatusFile:  "incoming status file",
 	KindEventsFile:          "events file",
+	KindMetricsFile:         "metrics file",
 }
 
 // String names the kind, e.g. "payload file".
@@ -202,7 +204,7 @@ func (n Node) Immutable() bool {
 }
 
 // Ino returns the node's inode number, stable across unmounts and daemon
-// restarts: the fixed numbers InoRoot..InoEvents, else
+// restarts: the fixed numbers InoRoot..InoMetrics, else
 // class<<56 | object number with the classes of the package doc.
 func (n Node) Ino() uint64 {
 	switch n.kind {
@@ -226,6 +228,8 @@ func (n Node) Ino() uint64 {
 		return InoIncoming
 	case KindEventsFile:
 		return InoEvents
+	case KindMetricsFile:
+		return InoMetrics
 	}
 	class := inoClass[n.kind]
 	if n.kind == KindPayloadFile {

@@ -40,6 +40,8 @@ func (f *FS) content(n Node) ([]byte, error) {
 			return nil, err
 		}
 		return renderLease(l)
+	case KindMetricsFile:
+		return f.renderMetrics()
 	case KindCtlFile:
 		if _, err := f.st.Generation(n.Generation()); err != nil {
 			return nil, err
