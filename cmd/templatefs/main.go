@@ -22,6 +22,9 @@ type command struct {
 	args     []string // the positional arguments, e.g. STORE CAPTURE_DIR
 	more     string   // if set, any number of further arguments of this name may follow, e.g. GEN
 	required []string // flags that must be given, with a non-empty value
+	// unset says, for an optional flag whose default is empty, what
+	// leaving it out means, e.g. "no endpoint".
+	unset map[string]string
 	summary  string   // what it does, one line, for the command list
 	about    string   // what it does and what its arguments are, for --help
 	example  string   // example command lines, for --help
@@ -85,8 +88,11 @@ the daemon exits when the last is closed (a second signal: as soon as none
 is open). A dead mount left by a killed daemon is detached and reused.
 With NOTIFY_SOCKET set (systemd Type=notify), the serving daemon runs as
 a child that outlives the main process (docs/systemd.md). Go-fuse uses
-fusermount3 (Debian package fuse3).`,
-			example: "templatefs mount /srv/templates /mnt/t &",
+fusermount3 (Debian package fuse3). MNT/metrics (cat it; not listed)
+shows the daemon's metrics in the Prometheus text format, and
+--metrics-listen serves the same over HTTP (docs/metrics.md).`,
+			example: "templatefs mount --metrics-listen 127.0.0.1:9470 /srv/templates /mnt/t &",
+			unset:   map[string]string{"metrics-listen": "no HTTP endpoint"},
 			run:     runMount,
 		},
 		{

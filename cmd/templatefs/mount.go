@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"templatefs/internal/control"
+	"templatefs/internal/metrics"
 	"templatefs/leasefs"
 	"templatefs/store"
 )
@@ -30,6 +31,10 @@ type mountConfig struct {
 	allowOther    bool
 	debug         bool
 	noPassthrough bool
+	metricsListen string // --metrics-listen ADDR, "" for none
+	// metrics is the daemon's registry, which the backend feeds with its
+	// requests; nil for none.
+	metrics *metrics.Metrics
 }
 
 func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
@@ -38,6 +43,7 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	fl.BoolVar(&cfg.allowOther, "allow-other", false, "let other users read the mount (FUSE allow_other; as non-root, needs user_allow_other in /etc/fuse.conf)")
 	fl.BoolVar(&cfg.debug, "debug", false, "log every FUSE request and reply")
 	fl.BoolVar(&cfg.noPassthrough, "no-passthrough", false, "serve payload reads through the daemon instead of FUSE passthrough (go-fuse)")
+	fl.StringVar(&cfg.metricsListen, "metrics-listen", "", "also serve MNT/metrics (Prometheus text) over HTTP: GET http://`ADDR`/metrics, ADDR being host:port such as 127.0.0.1:9470 (port 0: a free one, logged); anyone who can reach it can read it")
 	pos, err := parseFlags(fl, args)
 	if err != nil {
 		return err
@@ -48,7 +54,8 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	if superviseUnderSystemd() {
 		return supervise()
 	}
-	st, err := openForMount(pos[0])
+	cfg.metrics = metrics.New()
+	st, err := openForMount(pos[0], cfg.metrics)
 	if err != nil {
 		return err
 	}
@@ -57,7 +64,10 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	if err := checkMountpoint(pos[1], st.Dir()); err != nil {
 		return err
 	}
-	if d.lfs, err = leasefs.New(st, leasefs.Options{}); err != nil {
+	if err := countStates(cfg.metrics, st); err != nil {
+		return err
+	}
+	if d.lfs, err = leasefs.New(st, leasefs.Options{Observer: cfg.metrics, Metrics: cfg.metrics.Render}); err != nil {
 		return err
 	}
 	// Services that take operations on the store start here and register
@@ -69,6 +79,13 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 		return err
 	}
 	d.OnStop("control operations in flight", stopControl)
+	if cfg.metricsListen != "" {
+		stopMetrics, err := listenMetrics(cfg.metricsListen, cfg.metrics)
+		if err != nil {
+			return err
+		}
+		d.OnStop("metrics scrapes in flight", stopMetrics)
+	}
 	return serve(d, pos[1], cfg, func() {
 		fmt.Fprintf(stdout, "mounted %s at %s\n", pos[0], pos[1])
 	})
@@ -85,14 +102,14 @@ const (
 	liveWait     = time.Second
 )
 
-// openForMount opens the store in dir for a daemon, waiting while the
-// store is in use (takeoverWait, liveWait) for a stopping daemon or a
-// command to let it go.
-func openForMount(dir string) (*store.Store, error) {
+// openForMount opens the store in dir for a daemon, observed by obs,
+// waiting while the store is in use (takeoverWait, liveWait) for a
+// stopping daemon or a command to let it go.
+func openForMount(dir string, obs store.Observer) (*store.Store, error) {
 	start := time.Now()
 	var served time.Time // since when a daemon has answered, continuously
 	for {
-		st, err := store.Open(dir, store.Options{})
+		st, err := store.Open(dir, store.Options{Observer: obs})
 		if !errors.Is(err, store.ErrStoreInUse) {
 			return st, err
 		}

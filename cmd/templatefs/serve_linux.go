@@ -134,7 +134,11 @@ func mount(lfs *leasefs.FS, mnt string, cfg mountConfig) (mounted, error) {
 		return mountCgofuse(lfs, mnt, cfg)
 	}
 	m := &goFuseMount{done: make(chan struct{})}
-	srv, err := fs.Mount(mnt, lfs, fs.MountOptions{AllowOther: cfg.allowOther, Debug: cfg.debug, NoPassthrough: cfg.noPassthrough, OpenFiles: &m.open})
+	opts := fs.MountOptions{AllowOther: cfg.allowOther, Debug: cfg.debug, NoPassthrough: cfg.noPassthrough, OpenFiles: &m.open}
+	if cfg.metrics != nil {
+		opts.Observer = cfg.metrics.Backend(backendGoFuse)
+	}
+	srv, err := fs.Mount(mnt, lfs, opts)
 	if err != nil {
 		return nil, explainMountError(mnt, err)
 	}
