@@ -24,11 +24,11 @@ type command struct {
 	required []string // flags that must be given, with a non-empty value
 	// unset says, for an optional flag whose default is empty, what
 	// leaving it out means, e.g. "no endpoint".
-	unset map[string]string
-	summary  string   // what it does, one line, for the command list
-	about    string   // what it does and what its arguments are, for --help
-	example  string   // example command lines, for --help
-	run      func(fl *flag.FlagSet, args []string, stdout io.Writer) error
+	unset   map[string]string
+	summary string // what it does, one line, for the command list
+	about   string // what it does and what its arguments are, for --help
+	example string // example command lines, for --help
+	run     func(fl *flag.FlagSet, args []string, stdout io.Writer) error
 	// prepare, set instead of run for a command that works on an open
 	// store, parses the command line into the operation (storeOp), which
 	// runStore runs offline or hands to the daemon serving the store.
