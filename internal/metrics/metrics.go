@@ -38,6 +38,9 @@ var publicationBuckets = []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300,
 // batchBuckets are for the requests in one group commit (at most 1000).
 var batchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}
 
+// leaseOps are the lease operations the store reports (store.Observer).
+var leaseOps = []string{"create", "bind", "release"}
+
 // Metrics is the registry and the metrics templatefs feeds. It is safe
 // for concurrent use.
 type Metrics struct {
@@ -63,6 +66,11 @@ func New() *Metrics {
 		Help:    "Time a lease create, bind or release took in the store, by operation and result (ok: durable; error: refused or failed).",
 		Buckets: latencyBuckets,
 	}, []string{"op", "result"})
+	for _, op := range leaseOps {
+		for _, result := range []string{"ok", "error"} {
+			m.leaseOps.WithLabelValues(op, result) // shown from the start, at 0
+		}
+	}
 	m.groupCommits = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "group_commit_requests",
 		Help:    "Lease acquisitions that shared one committed index transaction (group commit batch size).",
