@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -17,6 +18,20 @@ func readLeaseTx(tx *bolt.Tx, cloneID string) (Lease, error) {
 		err = fmt.Errorf("lease %q: %w", cloneID, ErrNotFound)
 	}
 	return lease, err
+}
+
+// leaseStateOf decodes only the state of the lease record v stored under
+// key k, several times faster than the whole record (readLeaseTx) for a
+// walk of every lease (StateCounts). Errors: a record that does not
+// decode.
+func leaseStateOf(k, v []byte) (LeaseState, error) {
+	var rec struct {
+		State LeaseState `json:"state"`
+	}
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return "", fmt.Errorf("decode index record %q: %w", k, err)
+	}
+	return rec.State, nil
 }
 
 // sameSeq refuses, with ErrNotFound, a caller that names lease l by its

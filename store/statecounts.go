@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"fmt"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -94,16 +95,28 @@ func (sc *stateCounts) add(c stateChange) {
 
 // StateCounts returns how many leases and generations are in each state,
 // as of the last commit. The first call walks every lease and generation
-// record once (about as long as listing leases/); later calls read
-// counters kept from each commit's changes and cost no index read.
-// Errors: the walk's (ErrIndexCorrupt, a record that does not decode).
+// record once (about 25 µs a lease on a busy 2-core machine: 2.5 s at
+// 100,000 leases); later calls read counters kept from each commit's
+// changes and cost no index read (about 1 µs). Errors: the walk's
+// (ErrIndexCorrupt, a record that does not decode, ErrInterrupted once
+// Interrupt is called: a later call walks again).
 func (s *Store) StateCounts() (StateCounts, error) {
 	if err := s.walkStateCounts(); err != nil {
 		return StateCounts{}, err
 	}
+	c, _ := s.StateCountsIfReady()
+	return c, nil
+}
+
+// StateCountsIfReady is StateCounts without waiting: ok is false, and
+// nothing is read, until a call of StateCounts has walked the records.
+func (s *Store) StateCountsIfReady() (c StateCounts, ok bool) {
 	sc := &s.counts
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
+	if !sc.ready {
+		return StateCounts{}, false
+	}
 	out := StateCounts{Leases: map[LeaseState]int64{}, Generations: map[GenerationState]int64{}}
 	for _, st := range LeaseStates {
 		out.Leases[st] = sc.counts.Leases[st]
@@ -111,7 +124,7 @@ func (s *Store) StateCounts() (StateCounts, error) {
 	for _, st := range GenerationStates {
 		out.Generations[st] = sc.counts.Generations[st]
 	}
-	return out, nil
+	return out, true
 }
 
 // walkStateCounts counts every record in one read transaction and makes
@@ -132,9 +145,13 @@ func (s *Store) walkStateCounts() error {
 	var snapshot int
 	err := s.db.View(func(tx *bolt.Tx) error {
 		snapshot = tx.ID()
-		err := tx.Bucket(bucketLeases).ForEach(func(k, _ []byte) error {
-			l, err := readLeaseTx(tx, string(k))
-			counts.Leases[l.State]++
+		n := 0
+		err := tx.Bucket(bucketLeases).ForEach(func(k, v []byte) error {
+			if n++; n%4096 == 0 && s.interrupted.Load() {
+				return fmt.Errorf("count leases by state: %w", ErrInterrupted)
+			}
+			state, err := leaseStateOf(k, v)
+			counts.Leases[state]++
 			return err
 		})
 		if err != nil {

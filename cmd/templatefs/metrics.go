@@ -23,12 +23,15 @@ const metricsTimeout = 30 * time.Second
 
 // countStates makes m show st's leases and generations by state, read at
 // each scrape from the counts the store keeps from its commits
-// (store.Store.StateCounts: the first scrape walks the records once).
-func countStates(m *metrics.Metrics, st *store.Store) error {
-	return m.CountStates(func() (map[string]int64, map[string]int64, error) {
-		c, err := st.StateCounts()
-		if err != nil {
-			return nil, nil, err
+// (store.Store.StateCountsIfReady), and starts the one walk of the
+// records that makes them ready, in the background: at 1M leases it
+// takes tens of seconds, which neither the mount nor a scrape waits for.
+// It returns the stop that interrupts the walk and waits for it.
+func countStates(m *metrics.Metrics, st *store.Store) (stop func(), err error) {
+	err = m.CountStates(func() (map[string]int64, map[string]int64, bool) {
+		c, ok := st.StateCountsIfReady()
+		if !ok {
+			return nil, nil, false
 		}
 		leases, gens := map[string]int64{}, map[string]int64{}
 		for s, n := range c.Leases {
@@ -37,8 +40,24 @@ func countStates(m *metrics.Metrics, st *store.Store) error {
 		for s, n := range c.Generations {
 			gens[string(s)] = n
 		}
-		return leases, gens, nil
+		return leases, gens, true
 	})
+	if err != nil {
+		return nil, err
+	}
+	walked := make(chan struct{})
+	go func() {
+		defer close(walked)
+		start := time.Now()
+		if _, err := st.StateCounts(); err != nil {
+			if !errors.Is(err, store.ErrInterrupted) {
+				slog.Error("leases and generations by state are not counted; their metrics stay absent", "err", err)
+			}
+			return
+		}
+		slog.Info("counted leases and generations by state", "took", time.Since(start).Round(time.Millisecond).String())
+	}()
+	return func() { st.Interrupt(); <-walked }, nil
 }
 
 // listenMetrics serves m at http://addr/metrics (GET) until stop, which

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -51,7 +52,15 @@ func testMetrics(t *testing.T, backend string) {
 		t.Fatalf("daemon logged no metrics URL:\n%s", d.Log())
 	}
 
+	// The counts by state appear once the daemon's walk of the records
+	// at start has finished.
 	before := catMetrics(t, mnt)
+	for deadline := time.Now().Add(harness.CommandTimeout); value(before, "templatefs_state_counts_ready") != 1; before = catMetrics(t, mnt) {
+		if time.Now().After(deadline) {
+			t.Fatalf("templatefs_state_counts_ready is not 1 after %v", harness.CommandTimeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	http1 := scrape(t, url[1])
 	if got, want := familyNames(http1), familyNames(before); !slices.Equal(got, want) {
 		t.Errorf("HTTP endpoint serves families %v, MNT/metrics %v", got, want)

@@ -64,9 +64,6 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	if err := checkMountpoint(pos[1], st.Dir()); err != nil {
 		return err
 	}
-	if err := countStates(cfg.metrics, st); err != nil {
-		return err
-	}
 	if d.lfs, err = leasefs.New(st, leasefs.Options{Observer: cfg.metrics, Metrics: cfg.metrics.Render}); err != nil {
 		return err
 	}
@@ -74,6 +71,11 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	// their stop with d.OnStop (stops run latest first: the control socket
 	// stops taking commands before exit tracking ends).
 	d.OnStop("exit tracking", st.TrackExits()) // leases follow their processes (store/exits.go)
+	stopCounting, err := countStates(cfg.metrics, st)
+	if err != nil {
+		return err
+	}
+	d.OnStop("the count of leases by state", stopCounting)
 	stopControl, err := startControl(st)       // commands on the store run through this daemon until stopControl
 	if err != nil {
 		return err

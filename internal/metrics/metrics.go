@@ -14,7 +14,6 @@ package metrics
 
 import (
 	"bytes"
-	"errors"
 	"net/http"
 	"time"
 
@@ -199,15 +198,15 @@ func (b *Backend) Passthrough(active bool) {
 }
 
 // StateSource returns the current count of leases and of generations by
-// state name. It is called once per scrape, so it must not read the
-// whole index (the store keeps these counts from its commits).
-type StateSource func() (leases, generations map[string]int64, err error)
-
-// errNoState is a StateSource's missing count.
-var errNoState = errors.New("metrics: state counts unavailable")
+// state name, or ready false while they are not known yet (the store's
+// first walk of its records runs). It is called once per scrape, so it
+// must neither read the whole index nor wait (the store keeps these
+// counts from its commits).
+type StateSource func() (leases, generations map[string]int64, ready bool)
 
 // CountStates registers the gauges of leases and generations by state,
-// read from src at each scrape. Errors: Register's.
+// read from src at each scrape, and templatefs_state_counts_ready.
+// Errors: Register's.
 func (m *Metrics) CountStates(src StateSource) error {
 	return m.reg.Register(&stateCollector{src: src})
 }
@@ -217,25 +216,26 @@ var (
 		[]string{"state"}, nil)
 	generationsDesc = prometheus.NewDesc(namespace+"_generations", "Generations in the store, by state (published, tombstoned, retiring).",
 		[]string{"state"}, nil)
+	readyDesc = prometheus.NewDesc(namespace+"_state_counts_ready",
+		"1 once templatefs_leases and templatefs_generations are shown: the daemon's one walk of the records at start has finished; 0 before, while they are absent.", nil, nil)
 )
 
-// stateCollector turns a StateSource into the two gauges.
+// stateCollector turns a StateSource into the gauges.
 type stateCollector struct{ src StateSource }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- leasesDesc
 	ch <- generationsDesc
+	ch <- readyDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	leases, gens, err := c.src()
-	if err == nil && (leases == nil || gens == nil) {
-		err = errNoState
-	}
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(leasesDesc, err)
+	leases, gens, ready := c.src()
+	if !ready {
+		ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, 0)
 		return
 	}
+	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, 1)
 	for state, n := range leases {
 		ch <- prometheus.MustNewConstMetric(leasesDesc, prometheus.GaugeValue, float64(n), state)
 	}
