@@ -76,7 +76,7 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 		return err
 	}
 	d.OnStop("the count of leases by state", stopCounting)
-	stopControl, err := startControl(st)       // commands on the store run through this daemon until stopControl
+	stopControl, err := startControl(st) // commands on the store run through this daemon until stopControl
 	if err != nil {
 		return err
 	}
