@@ -266,7 +266,7 @@ func payloadNode(g store.GenerationID, name string) (Node, error) {
 }
 
 // ReadDir lists directory dir in a deterministic order: fixed entries in
-// the order of the package doc (the root does not list EventsFileName), keys by key ID, generations by ID, leases
+// the order of the package doc (the root lists neither EventsFileName nor MetricsFileName), keys by key ID, generations by ID, leases
 // by clone ID, payload files in publication order. A key's leases
 // directory lists the leases on any generation of that key. Errors: ErrNotDir,
 // store.ErrNotFound when dir no longer exists, or the store's error.
