@@ -24,8 +24,8 @@ func TestConformance(t *testing.T) {
 // turns on go-fuse's debug log and counts its "rx" lines.
 func mount(lfs *leasefs.FS, mnt string, opts conformance.MountOptions) (func() error, error) {
 	mo := MountOptions{AllowOther: opts.AllowOther, Logger: slog.New(slog.DiscardHandler)}
-	if opts.Requests != nil {
-		mo.Debug, mo.Logger = true, slog.New(requestCounter{opts.Requests})
+	if opts.Requests != nil || opts.Xattrs != nil {
+		mo.Debug, mo.Logger = true, slog.New(requestCounter{opts.Requests, opts.Xattrs})
 	}
 	srv, err := Mount(mnt, lfs, mo)
 	if err != nil {
@@ -39,16 +39,26 @@ func mount(lfs *leasefs.FS, mnt string, opts conformance.MountOptions) (func() e
 }
 
 // requestCounter is a slog.Handler counting go-fuse's debug lines for
-// LOOKUP and GETATTR requests ("rx 12: LOOKUP n1 ..."), dropping all
+// LOOKUP and GETATTR requests ("rx 12: LOOKUP n1 ...") in lookups and for
+// GETXATTR and LISTXATTR requests in xattrs (each if set), dropping all
 // other output.
-type requestCounter struct{ n *atomic.Int64 }
+type requestCounter struct{ lookups, xattrs *atomic.Int64 }
 
 func (c requestCounter) Enabled(context.Context, slog.Level) bool { return true }
 
 func (c requestCounter) Handle(_ context.Context, r slog.Record) error {
-	if strings.HasPrefix(r.Message, "rx ") && (strings.Contains(r.Message, ": LOOKUP ") || strings.Contains(r.Message, ": GETATTR ")) {
-		c.n.Add(1)
+	if !strings.HasPrefix(r.Message, "rx ") {
+		return nil
 	}
+	count := func(n *atomic.Int64, ops ...string) {
+		for _, op := range ops {
+			if n != nil && strings.Contains(r.Message, ": "+op+" ") {
+				n.Add(1)
+			}
+		}
+	}
+	count(c.lookups, "LOOKUP", "GETATTR")
+	count(c.xattrs, "GETXATTR", "LISTXATTR")
 	return nil
 }
 

@@ -51,6 +51,8 @@ func toSyscall(e leasefs.Errno) syscall.Errno {
 		return syscall.ENOTCONN
 	case leasefs.EINTR:
 		return syscall.EINTR
+	case leasefs.ENOSYS:
+		return syscall.ENOSYS
 	}
 	return syscall.EIO
 }

@@ -139,16 +139,20 @@ type commandFile struct {
 	cmd *leasefs.Commands
 }
 
-// Flush is FLUSH, sent at each close(2) of the handle: the error of a
-// final command written without a newline is what close returns.
+// Flush is FLUSH, sent at each close(2) of the handle (also when the
+// kernel closes the descriptors of a killed process): close returns the
+// error of a lease's commit, on the handle of the create that reserved
+// it (leasefs.Commands.Flush waits for that commit), or of a final
+// command written without a newline.
 var _ = (fusefs.FileFlusher)((*commandFile)(nil))
 
 func (c *commandFile) Flush(ctx context.Context) syscall.Errno {
 	return c.n.afterCommands(c.n.refuse("close", "", c.cmd.Flush()))
 }
 
-// Release runs what no FLUSH ran (none is pending after a close); no one
-// receives its error, so it is only logged. It sends no notifications:
+// Release runs what no FLUSH ran (none is pending after a close) and
+// waits for a created lease's commit; no one receives its error, so it is
+// only logged. It sends no notifications:
 // RELEASE can arrive while the mount is going away, and the state
 // directories' entries have zero timeouts anyway.
 var _ = (fusefs.FileReleaser)((*commandFile)(nil))

@@ -182,9 +182,10 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHand
 
 func openFlags(flags uint32) leasefs.OpenFlags {
 	return leasefs.OpenFlags{
-		Write:    flags&syscall.O_ACCMODE != syscall.O_RDONLY,
-		Truncate: flags&syscall.O_TRUNC != 0,
-		Append:   flags&syscall.O_APPEND != 0,
+		Write:     flags&syscall.O_ACCMODE != syscall.O_RDONLY,
+		Truncate:  flags&syscall.O_TRUNC != 0,
+		Append:    flags&syscall.O_APPEND != 0,
+		Exclusive: flags&syscall.O_EXCL != 0,
 	}
 }
 
@@ -196,11 +197,8 @@ var _ = (fusefs.NodeOpener)((*node)(nil))
 func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	of := openFlags(flags)
 	h, err := n.lfs.Open(n.ln, of, callerOf(ctx))
-	switch {
-	case err != nil && (of.Write || of.Truncate):
-		return nil, 0, n.refuse("open", "", err)
-	case err != nil:
-		return nil, 0, errnoOf(err)
+	if err != nil {
+		return nil, 0, toSyscall(n.lfs.OpenErrno(n.path(""), of, err))
 	}
 	if h.File != nil && n.payloadAttr.Load() == nil {
 		a, err := n.lfs.OpenAttr(n.ln, h)
@@ -248,30 +246,29 @@ func (n *node) handle(ln leasefs.Node, h leasefs.Handle) (fusefs.FileHandle, uin
 	return &text, direct, 0
 }
 
-// Create acquires a lease (generations/<gen>/leases/<clone-id> or
-// keys/<key-id>/leases/<clone-id>) with leasefs.FS.Create and opens it;
-// elsewhere leasefs refuses.
+// Create reserves a lease (generations/<gen>/leases/<clone-id> or
+// keys/<key-id>/leases/<clone-id>), creates an incoming file, or opens
+// an existing name, with leasefs.FS.Create; elsewhere leasefs refuses. A
+// new lease is acknowledged at close: its handle's Flush waits for the
+// lease's commit (leasefs.Commands.Flush), and the kernel sends FLUSH at
+// every close(2), also of a creator that is killed.
 var _ = (fusefs.NodeCreater)((*node)(nil))
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
-	cr, err := n.lfs.Create(n.ln, name, flags&syscall.O_EXCL != 0, callerOf(ctx))
+	cr, err := n.lfs.Create(n.ln, name, openFlags(flags), callerOf(ctx))
 	if err != nil {
 		return nil, nil, 0, n.refuse("create", name, err)
 	}
-	// Answer from the acquisition's snapshot, not a second store read: the
+	// Answer from the create's own attributes, not a second store read: the
 	// lease may already be released by another caller, and this create
-	// still succeeded. Writes go through the node, so a text handle serves
-	// both readers and writers of a lease file.
+	// still succeeded; a reserved lease's read would wait for its commit.
+	// Writes go through the node, so a text handle serves both readers and
+	// writers of a lease file. A lease node's timeouts are zero, so no
+	// kernel cache holds the entry of a lease whose commit then fails.
 	fillAttr(cr.Node, cr.Attr, &out.Attr)
 	out.SetEntryTimeout(timeout(cr.Node))
 	out.SetAttrTimeout(timeout(cr.Node))
-	h := cr.Handle()
-	if cr.Data == nil && cr.Incoming == nil {
-		if h, err = n.lfs.Open(cr.Node, openFlags(flags), callerOf(ctx)); err != nil {
-			return nil, nil, 0, n.refuse("open", name, err)
-		}
-	}
-	fh, fl, _ := n.handle(cr.Node, h)
+	fh, fl, _ := n.handle(cr.Node, cr.Handle)
 	return n.newChild(ctx, cr.Node), fh, fl, 0
 }
 
@@ -465,9 +462,6 @@ func (n *node) Fsync(ctx context.Context, fh fusefs.FileHandle, flags uint32) sy
 	return 0
 }
 
-// stateDirs are the top-level directories a generation moves between.
-var stateDirs = []string{"generations", "tombstones", "retiring"}
-
 // invalidateGeneration tells the kernel to forget name in each state
 // directory that no longer holds it, and drops go-fuse's link there. It
 // runs after the store call, holding no locks, from a WRITE or FLUSH on a
@@ -477,7 +471,7 @@ var stateDirs = []string{"generations", "tombstones", "retiring"}
 // lookup asks leasefs anyway.
 func (n *node) invalidateGeneration(name string) {
 	root := n.Root()
-	for _, dirName := range stateDirs {
+	for _, dirName := range leasefs.StateDirs() {
 		dir := root.GetChild(dirName)
 		if dir == nil || dir.GetChild(name) == nil {
 			continue
@@ -490,43 +484,20 @@ func (n *node) invalidateGeneration(name string) {
 	}
 }
 
-// Getxattr and Listxattr serve leasefs.FS.Xattrs: the digest and
-// generation of payload files. A name a node lacks is ENODATA.
+// Getxattr and Listxattr answer leasefs.ErrNoXattrs (ENOSYS) for every
+// node: the tree has no extended attributes, and on that answer the Linux
+// kernel stops sending either for the whole mount (fc->no_getxattr,
+// no_listxattr), so `ls -l` costs no xattr round trip per file. Without
+// them go-fuse answers ENOATTR, after which the kernel keeps asking.
 var (
 	_ = (fusefs.NodeGetxattrer)((*node)(nil))
 	_ = (fusefs.NodeListxattrer)((*node)(nil))
 )
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	xs, err := n.lfs.Xattrs(n.ln)
-	if err != nil {
-		return 0, errnoOf(err)
-	}
-	for _, x := range xs {
-		if x.Name == attr {
-			return copyOut(dest, x.Value)
-		}
-	}
-	return 0, syscall.ENODATA
+	return 0, errnoOf(leasefs.ErrNoXattrs)
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	xs, err := n.lfs.Xattrs(n.ln)
-	if err != nil {
-		return 0, errnoOf(err)
-	}
-	var names []byte
-	for _, x := range xs {
-		names = append(append(names, x.Name...), 0)
-	}
-	return copyOut(dest, names)
-}
-
-// copyOut answers an xattr request: a zero-size dest asks for the size,
-// a dest too small is ERANGE (getxattr(2)).
-func copyOut(dest, value []byte) (uint32, syscall.Errno) {
-	if len(dest) < len(value) {
-		return uint32(len(value)), syscall.ERANGE
-	}
-	return uint32(copy(dest, value)), 0
+	return 0, errnoOf(leasefs.ErrNoXattrs)
 }

@@ -26,7 +26,7 @@ func TestSetOwners(t *testing.T) {
 	} {
 		c := Caller{UID: tc.uid}
 		dir, name := fx.parent("generations/g000001/leases/w1")
-		if _, err := fx.fs.Create(dir, name, false, c); ToErrno(err) != tc.want {
+		if err := createClosed(fx.fs, dir, name, false, c); ToErrno(err) != tc.want {
 			t.Errorf("create as uid %d: %v, want %v", tc.uid, err, tc.want)
 		}
 		dir, name = fx.parent("generations/g000001/leases/w1")

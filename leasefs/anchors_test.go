@@ -59,7 +59,7 @@ func TestCreateRefusesDisagreeingAnchors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = f.Create(d, "clone", false, owner)
+		err = createClosed(f, d, "clone", false, owner)
 		if e := ToErrno(err); e != EPERM || !strings.Contains(err.Error(), why) {
 			t.Errorf("create %s/clone: %v (%s), want EPERM saying %q", dirPath, err, e, why)
 		}

@@ -210,7 +210,7 @@ func TestRender(t *testing.T) {
 		g := fx.gens[i]
 		ts := func(t time.Time) string { return t.Format(time.RFC3339Nano) }
 		head := []string{"state: " + string(g.State), "generation: " + g.ID.String(), "key_id: " + g.KeyID,
-			"published_at: " + ts(g.PublishedAt), "captured_at: " + ts(g.CaptureTime)}
+			"fleet_id: " + g.FleetID(), "published_at: " + ts(g.PublishedAt), "captured_at: " + ts(g.CaptureTime)}
 		if g.Tombstone != nil {
 			head = append(head, "tombstoned_at: "+ts(g.Tombstone.At), fmt.Sprintf("tombstoned_by_uid: %d", g.Tombstone.UID))
 		}

@@ -50,6 +50,37 @@ type Commands struct {
 	mu      sync.Mutex // guards pending and writer
 	pending []byte     // a partial line: no newline yet
 	writer  Caller     // who wrote pending
+
+	// created is set on the handle of a create that reserved its lease:
+	// the handle's writes and closes wait for the lease's commit.
+	created *createdLease
+}
+
+// createdLease is the lease a create reserved (FS.Create), as its
+// creating handle knows it.
+type createdLease struct {
+	res   *store.Reservation
+	dir   Node // the leases directory it was created in
+	attr  Attr // its attributes as created
+	noted sync.Once
+}
+
+// awaitCreated waits for the commit of the lease the handle's create
+// reserved, if any, and returns its error (store.Reservation.Wait),
+// naming the create; a refusal is remembered as the generation's last
+// refusal, once, by the first close that sees it.
+func (w *Commands) awaitCreated() error {
+	cl := w.created
+	if cl == nil {
+		return nil
+	}
+	err := cl.res.Wait()
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("create lease %q in %s: %w", w.n.name, cl.dir, err)
+	cl.noted.Do(func() { w.f.refusals.note(cl.dir.Generation(), "create "+w.n.name, err) })
+	return err
 }
 
 // commands returns the command stream of a new open of writable node n.
@@ -72,6 +103,9 @@ func (f *FS) commands(n Node) *Commands { return &Commands{f: f, n: n} }
 // store.ErrNotTombstoned. A refusal is remembered as the generation's last
 // refusal.
 func (w *Commands) Write(data []byte, c Caller) (int, error) {
+	if err := w.awaitCreated(); err != nil {
+		return 0, err
+	}
 	w.run.Lock()
 	defer w.run.Unlock()
 	if err := w.f.enter("write " + w.n.String()); err != nil {
@@ -111,11 +145,17 @@ func (w *Commands) Write(data []byte, c Caller) (int, error) {
 // Flush runs the partial line left by the writes so far, if any, as a
 // command of its last writer: a final command written without a newline
 // runs at close. Adapters call it from FLUSH (each close(2) of the
-// handle, whose error close returns) and from RELEASE. It returns the
-// command's error, as Write; with nothing pending it returns nil at once,
-// even while a write's commands run (a partial line that write leaves
-// runs at the next Flush).
+// handle, whose error close returns) and from RELEASE. On the handle of a
+// create that reserved a new lease (FS.Create), Flush first waits for
+// that lease's commit and returns its error, at every close: the close is
+// where the create is acknowledged. It returns the command's error, as
+// Write; with nothing pending (and no lease commit to wait for) it
+// returns nil at once, even while a write's commands run (a partial line
+// that write leaves runs at the next Flush).
 func (w *Commands) Flush() error {
+	if err := w.awaitCreated(); err != nil {
+		return err
+	}
 	w.mu.Lock()
 	line, c := w.pending, w.writer
 	w.pending = nil

@@ -60,7 +60,7 @@ func (f *FS) leave() {
 //
 // Entry points that touch the store: Lookup, Walk, ReadDir, ReadDirFrom,
 // Attr, SetAttr, Open, Create, Remove, Rmdir, MakeEntry, Rename,
-// CheckRemove, Xattrs, and Commands.Write and Commands.Flush. A new one
+// CheckRemove, and Commands.Write and Commands.Flush. A new one
 // must call f.enter first (detach_test.go lists every exported method).
 func (f *FS) Detach() {
 	g := &f.gate
@@ -91,9 +91,14 @@ func (f *FS) Detached() bool {
 // serves: its rendered text (Data), its index snapshot, its payload's
 // backing file; an events stream has size 0. Adapters call it right
 // after the open and keep the result with the handle, for that one
-// fallback: while Attr answers, it is the truth. Errors: Attr's, or the
-// stat of h's file.
+// fallback: while Attr answers, it is the truth. The handle of a create
+// that reserved its lease gets the lease's attributes as created
+// (Created.Attr) without a store read, which would wait for the lease's
+// commit. Errors: Attr's, or the stat of h's file.
 func (f *FS) OpenAttr(n Node, h Handle) (Attr, error) {
+	if h.Commands != nil && h.Commands.created != nil {
+		return h.Commands.created.attr, nil // as created: its commit may be running
+	}
 	a, err := f.Attr(n)
 	if err != nil {
 		return Attr{}, err

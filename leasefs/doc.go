@@ -5,42 +5,12 @@
 // one FS method and map the returned error with ToErrno (or FS.Refuse).
 // leasefs imports store/, store/manifest and the standard library only.
 //
-// The tree (docs/tree.md has the user-facing contract, docs/leases.md the
-// lifecycles):
-//
-//	/                                   dir  0555  ino 1
-//	  store                             file 0444  ino 2       store ID, schema, counts
-//	  store.db                          file 0444  ino 8       snapshot of the bbolt index, taken at open
-//	  events                            file 0444  ino 10      state changes, a JSON line each, a stream per open; not listed
-//	  keys/                             dir  0555  ino 3
-//	    <key-id>/                       dir  0555  class 0x01  | KeyRecord.Seq
-//	      key                           file 0444  class 0x02  | KeyRecord.Seq   canonical key text
-//	      generations                   file 0444  class 0x03  | KeyRecord.Seq   generation IDs, newest first
-//	      leases/                       dir  0755  class 0x04  | KeyRecord.Seq   create = acquire on the newest eligible generation
-//	        <clone-id>                  file 0644  class 0x20  | Lease.Seq       the lease file, a third name
-//	  generations/                      dir  0555  ino 4       published generations only
-//	    <gen>/                          dir  0555  class 0x10  | GenerationID    rename to tombstones/ = tombstone
-//	      manifest                      file 0444  class 0x11  | GenerationID    decoded manifest.bin
-//	      status                        file 0444  class 0x12  | GenerationID    state, eligibility, last refusal
-//	      ctl                           file 0644  class 0x15  | GenerationID    write tombstone, lift or retire
-//	      payload/                      dir  0555  class 0x13  | GenerationID
-//	        manifest.bin                file 0444  class 0x18  | GenerationID    the published bytes
-//	        state.bin                   file 0444  class 0x19  | GenerationID
-//	        memory.bin                  file 0444  class 0x1a  | GenerationID
-//	        scratch.img                 file 0444  class 0x1b  | GenerationID    only if captured
-//	      leases/                       dir  0755  class 0x14  | GenerationID    create = acquire, unlink = release
-//	        <clone-id>                  file 0644  class 0x20  | Lease.Seq       JSON; write `pid N` or `kill`
-//	  leases/                           dir  0755  ino 5       every lease; unlink = release
-//	    <clone-id>                      file 0644  class 0x20  | Lease.Seq       same node as above
-//	  tombstones/                       dir  0555  ino 6       tombstoned generations; rename back = lift, rmdir = retire
-//	    <gen>/                          same nodes as generations/<gen>/
-//	  retiring/                         dir  0555  ino 7       retiring generations, until their last lease is released
-//	    <gen>/                          same nodes as generations/<gen>/
-//	  incoming/                         dir  0755  ino 9       mkdir = a staging directory (incoming.go)
-//	    <name>/                         dir  0700  class 0x30  | backing dir ino
-//	      <file>                        file 0600  class 0x31  | backing file ino  real file I/O on the backing file
-//	      ctl                           file 0644  class 0x32  | backing dir ino   write publish
-//	      status                        file 0444  class 0x33  | backing dir ino   open, published <gen> or refused
+// The tree is one table, kinds in node.go: for each node kind its name,
+// parent and fixed name, inode number or class, mode, link count, cache
+// policy (Cache), content (Content) and how it renders. Lookup, ReadDir,
+// Attr, Open, Node.Ino and the adapters' cache timeouts read it, and
+// docs/tree.md (the user-facing contract; docs/leases.md has the
+// lifecycles) is generated from it, so a new node kind is one row.
 //
 // An inode number is class<<56 | object number, where the object number is
 // a persistent store identity (see Node.Ino). Numbers are therefore the same

@@ -39,12 +39,13 @@ const (
 	ENOTEMPTY
 	ENOTCONN
 	EINTR
+	ENOSYS
 )
 
 var errnoNames = [...]string{
 	OK: "OK", ENOENT: "ENOENT", EEXIST: "EEXIST", EPERM: "EPERM", EACCES: "EACCES", EINVAL: "EINVAL", EBUSY: "EBUSY",
 	EROFS: "EROFS", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EOVERFLOW: "EOVERFLOW", ESRCH: "ESRCH", ETIMEDOUT: "ETIMEDOUT", EIO: "EIO",
-	ENOSPC: "ENOSPC", EOPNOTSUPP: "EOPNOTSUPP", ENOTEMPTY: "ENOTEMPTY", ENOTCONN: "ENOTCONN", EINTR: "EINTR",
+	ENOSPC: "ENOSPC", EOPNOTSUPP: "EOPNOTSUPP", ENOTEMPTY: "ENOTEMPTY", ENOTCONN: "ENOTCONN", EINTR: "EINTR", ENOSYS: "ENOSYS",
 }
 
 // errnoDocs says what each Errno means on the mount.
@@ -68,6 +69,7 @@ var errnoDocs = [...]string{
 	ENOTEMPTY:  "rmdir of an incoming directory that still holds files (`rm -r` removes them; a published one is empty)",
 	ENOTCONN:   "the daemon serving this (detached) mount has stopped and released the store to a new daemon: files opened before keep reading, anything else (lookup, stat, listing, a new open, a write to an open lease or ctl file) fails; a killed daemon's dead mount gives it too, from the kernel",
 	EINTR:      "a read of `events` was interrupted by a signal while it waited for an event; nothing was lost",
+	ENOSYS:     "getxattr(2) and listxattr(2): the tree has no extended attributes (the payload digests are in `<gen>/SHA256SUMS`). The daemon answers the first one ENOSYS; the Linux kernel then stops asking it and answers every xattr read itself, so callers see EOPNOTSUPP",
 }
 
 // String returns the errno's name, e.g. "EROFS".
@@ -154,8 +156,9 @@ var errnoTable = []ErrnoRow{
 	{store.ErrExists, "store.ErrExists", EEXIST, "mkdir of an existing `incoming/<name>`"},
 	{store.ErrCaptureChanged, "store.ErrCaptureChanged", EBUSY, "`publish`: an artifact changed while it was hashed; publish again once nothing writes to it"},
 	{store.ErrCapture, "store.ErrCapture", EINVAL, "`publish` of an incoming directory whose capture is refused: no or a bad `class.json`, a manifest that does not validate, a missing, extra or mis-sized artifact, an artifact with more than one hard link (checked before a publication ID is reserved); `status` gives the reason, nothing changes (no generation ID is used up)"},
-	{ErrDetached, "leasefs.ErrDetached", ENOTCONN, "any lookup, stat, listing, open, xattr read, or write to an open lease or ctl file served by a daemon that got SIGTERM or SIGINT: it has detached its mount and closed the store (a new daemon may own it, at the same mountpoint); open payload files, index snapshots and texts keep reading; nothing changes"},
+	{ErrDetached, "leasefs.ErrDetached", ENOTCONN, "any lookup, stat, listing, open, or write to an open lease or ctl file served by a daemon that got SIGTERM or SIGINT: it has detached its mount and closed the store (a new daemon may own it, at the same mountpoint); open payload files, index snapshots and texts keep reading; nothing changes"},
 	{syscall.EIO, "syscall.EIO", EIO, "a payload write, fsync or index commit of the store failed with an I/O error; nothing changed. A failed fsync or commit also makes the store read-only (`store` shows the reason) until the daemon restarts"},
+	{ErrNoXattrs, "leasefs.ErrNoXattrs", ENOSYS, "getxattr(2) or listxattr(2) of any node, answered without a store read; callers see EOPNOTSUPP (the kernel's answer to ENOSYS), and after the first the kernel asks no more"},
 	{ErrIncomingPublished, "leasefs.ErrIncomingPublished", EINVAL, "`publish` of an incoming directory this daemon has published already: the reason names the generation and `status` keeps saying `published <gen>`; after a restart the emptied directory is refused as a capture without `class.json` (`store.ErrCapture`)"},
 }
 
@@ -178,9 +181,7 @@ var otherErrnos = []OtherErrno{
 	{"ENOTTY", "kernel", "ioctl(2) on any file of the mount, for example FS_IOC_GETFLAGS as lsattr asks: the tree has no ioctls"},
 	{"EXDEV", "kernel", "copy_file_range(2) between the mount and another filesystem; cp and rsync fall back to read and write"},
 	{"ESPIPE", "kernel", "lseek(2), pread(2) or pwrite(2) of `events`: a stream, opened without offsets"},
-	{"EOPNOTSUPP", "kernel", "open(2) with O_TMPFILE; on cgofuse, fallocate(2) (libfuse has no fallocate callback: the kernel answers for it)"},
-	{"ENODATA", "adapter", "getxattr(2) of a name the node does not have: payloads have only `" + XattrSHA256 + "` and `" + XattrGeneration + "`, other nodes none"},
-	{"ERANGE", "adapter", "getxattr(2) or listxattr(2) with a buffer too small for the value"},
+	{"EOPNOTSUPP", "kernel", "open(2) with O_TMPFILE; on cgofuse, fallocate(2) (libfuse has no fallocate callback: the kernel answers for it); getxattr(2) and listxattr(2) of any file (`leasefs.ErrNoXattrs`: the daemon's ENOSYS becomes EOPNOTSUPP)"},
 }
 
 // OtherErrnos returns a copy of the OtherErrnos.

@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"templatefs/store"
 )
 
-var update = flag.Bool("update", false, "rewrite docs/errno.md from the errno table")
+var update = flag.Bool("update", false, "rewrite docs/errno.md and the generated sections of docs/tree.md from their tables")
 
 func TestToErrno(t *testing.T) {
 	if got := ToErrno(nil); got != OK {
@@ -126,5 +128,26 @@ func TestErrnoMarkdown(t *testing.T) {
 		if i%2 == 0 && strings.ContainsAny(part, "<>") {
 			t.Errorf("markdown has < or > outside a code span: %q", part)
 		}
+	}
+}
+
+// TestOpenErrno: a failed open for writing or truncating is a refusal,
+// logged once; a failed read-only open is mapped without a log line.
+func TestOpenErrno(t *testing.T) {
+	var buf bytes.Buffer
+	f := &FS{log: slog.New(slog.NewTextHandler(&buf, nil))}
+	err := fmt.Errorf("open payload file for writing: %w", ErrReadOnly)
+	for _, fl := range []OpenFlags{{Write: true}, {Truncate: true}} {
+		buf.Reset()
+		if got := f.OpenErrno("generations/g000001/payload/state.bin", fl, err); got != EROFS || !strings.Contains(buf.String(), "op=open") {
+			t.Errorf("OpenErrno(%+v) = %v, logged %q; want EROFS, logged", fl, got, buf.String())
+		}
+	}
+	buf.Reset()
+	if got := f.OpenErrno("leases/x", OpenFlags{}, fmt.Errorf("gone: %w", store.ErrNotFound)); got != ENOENT || buf.Len() != 0 {
+		t.Errorf("read-only OpenErrno = %v, logged %q; want ENOENT, nothing", got, buf.String())
+	}
+	if got := f.OpenErrno("x", OpenFlags{Write: true}, nil); got != OK || buf.Len() != 0 {
+		t.Errorf("OpenErrno(nil) = %v, logged %q", got, buf.String())
 	}
 }

@@ -84,7 +84,7 @@ func TestEvents(t *testing.T) {
 	g1, g3 := fx.gens[1], fx.gens[3]
 
 	gl, name := fx.parent("generations/g000003/leases/e1")
-	if _, err := fx.fs.Create(gl, name, true, owner); err != nil {
+	if err := createClosed(fx.fs, gl, name, true, owner); err != nil {
 		t.Fatal(err)
 	}
 	if err := fx.fs.Rename(fx.walk("generations"), "g000003", fx.walk("tombstones"), "g000003", 0, owner); err != nil {

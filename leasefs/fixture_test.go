@@ -155,6 +155,21 @@ func (fx *fixture) acquire(i int, clone string) store.Lease {
 }
 
 // expand replaces KEY in path with the fixture's key ID.
+// createClosed is open(O_CREAT|O_RDONLY) of name in dir by c, excl for
+// O_EXCL, then close(2): the handle's Flush, where a new lease is
+// acknowledged. It returns the create's error, else the close's.
+func createClosed(f *FS, dir Node, name string, excl bool, c Caller) error {
+	cr, err := f.Create(dir, name, OpenFlags{Exclusive: excl}, c)
+	if err != nil {
+		return err
+	}
+	defer cr.Handle.closeFiles()
+	if cr.Handle.Commands == nil {
+		return nil
+	}
+	return cr.Handle.Commands.Flush()
+}
+
 func (fx *fixture) expand(path string) string {
 	return strings.ReplaceAll(path, "KEY", fx.gens[1].KeyID)
 }

@@ -27,6 +27,9 @@ type Options struct {
 	// KillWait bounds the wait of a `kill` write (store.KillLease); zero
 	// means DefaultKillWait.
 	KillWait time.Duration
+	// StoreLines, if set, returns "key: value" lines appended to MNT/store
+	// at each render: the daemon's fleet state (internal/fleet).
+	StoreLines func() []string
 	// Observer is told of every refusal, for metrics; nil means nobody.
 	Observer Observer
 	// Metrics renders the metrics file (MetricsFileName) at each open and
@@ -39,17 +42,18 @@ type Options struct {
 // and never serves a stale listing. The one thing it keeps itself is each
 // generation's last refusal (refusals.go), in memory only.
 type FS struct {
-	st       *store.Store
-	log      *slog.Logger
-	uid, gid uint32
-	owners   []uint32  // who may change the tree (authorize): the store owner and root unless SetOwners
-	created  time.Time // store creation: the times of the fixed nodes
-	killWait time.Duration
-	obs      Observer
-	metrics  func() ([]byte, error) // renders MetricsFileName; nil: no such file
-	refusals refusals
-	incoming incoming // incoming directories' writers and outcomes (incoming.go)
-	gate     gate     // closed by Detach (detach.go)
+	st         *store.Store
+	log        *slog.Logger
+	uid, gid   uint32
+	owners     []uint32  // who may change the tree (authorize): the store owner and root unless SetOwners
+	created    time.Time // store creation: the times of the fixed nodes
+	killWait   time.Duration
+	storeLines func() []string // Options.StoreLines, or nil
+	obs        Observer
+	metrics    func() ([]byte, error) // renders MetricsFileName; nil: no such file
+	refusals   refusals
+	incoming   incoming // incoming directories' writers and outcomes (incoming.go)
+	gate       gate     // closed by Detach (detach.go)
 	// eventsCtx is done once EndEvents is called: every events reader
 	// then ends (events.go).
 	eventsCtx context.Context
@@ -64,7 +68,8 @@ func New(st *store.Store, opts Options) (*FS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("leasefs: read store creation time: %w", err)
 	}
-	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: created, killWait: opts.KillWait, obs: opts.Observer, metrics: opts.Metrics}
+	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: created, killWait: opts.KillWait, storeLines: opts.StoreLines,
+		obs: opts.Observer, metrics: opts.Metrics}
 	if f.obs == nil {
 		f.obs = noObserver{}
 	}
@@ -84,41 +89,6 @@ func New(st *store.Store, opts Options) (*FS, error) {
 
 // Root returns the root directory node.
 func (f *FS) Root() Node { return fixedNode(KindRoot) }
-
-// Fixed names, in listing order.
-var (
-	rootEntries = []struct {
-		name string
-		kind Kind
-	}{
-		{"store", KindStoreFile},
-		{IndexFileName, KindIndexFile},
-		{"keys", KindKeysDir},
-		{"generations", KindGenerationsDir},
-		{"leases", KindLeasesDir},
-		{"tombstones", KindTombstonesDir},
-		{"retiring", KindRetiringDir},
-		{"incoming", KindIncomingDir},
-	}
-	keyEntries = []struct {
-		name string
-		kind Kind
-	}{
-		{"key", KindKeyFile},
-		{"generations", KindKeyGenerationsFile},
-		{"leases", KindKeyLeasesDir},
-	}
-	generationEntries = []struct {
-		name string
-		kind Kind
-	}{
-		{"manifest", KindManifestFile},
-		{"status", KindStatusFile},
-		{"ctl", KindCtlFile},
-		{"payload", KindPayloadDir},
-		{"leases", KindGenerationLeasesDir},
-	}
-)
 
 // DirEntry is one name of a directory listing.
 type DirEntry struct {
@@ -141,16 +111,8 @@ func (f *FS) Lookup(dir Node, name string) (Node, error) {
 	defer f.leave()
 	switch dir.kind {
 	case KindRoot:
-		for _, e := range rootEntries {
-			if e.name == name {
-				return fixedNode(e.kind), nil
-			}
-		}
-		if name == EventsFileName { // found by name only: see EventsFileName
-			return fixedNode(KindEventsFile), nil
-		}
-		if name == MetricsFileName && f.metrics != nil { // found by name only: see MetricsFileName
-			return fixedNode(KindMetricsFile), nil
+		if k, ok := fixedChild(KindRoot, name); ok && !f.absent(k) {
+			return fixedNode(k), nil
 		}
 	case KindKeysDir:
 		if store.ValidateKeyID(name) != nil {
@@ -165,10 +127,8 @@ func (f *FS) Lookup(dir Node, name string) (Node, error) {
 		if _, err := f.key(dir); err != nil {
 			return Node{}, err
 		}
-		for _, e := range keyEntries {
-			if e.name == name {
-				return Node{kind: e.kind, num: dir.num, name: dir.name}, nil
-			}
+		if k, ok := fixedChild(KindKeyDir, name); ok {
+			return Node{kind: k, num: dir.num, name: dir.name}, nil
 		}
 	case KindGenerationsDir, KindTombstonesDir, KindRetiringDir:
 		id, err := store.ParseGenerationID(name)
@@ -187,10 +147,8 @@ func (f *FS) Lookup(dir Node, name string) (Node, error) {
 		if _, err := f.st.Generation(dir.Generation()); err != nil {
 			return Node{}, err
 		}
-		for _, e := range generationEntries {
-			if e.name == name {
-				return genNode(e.kind, dir.Generation())
-			}
+		if k, ok := fixedChild(KindGenerationDir, name); ok {
+			return genNode(k, dir.Generation())
 		}
 	case KindPayloadDir:
 		g, err := f.st.Generation(dir.Generation())
@@ -258,6 +216,22 @@ var stateDir = map[store.GenerationState]Kind{
 	store.Retiring:   KindRetiringDir,
 }
 
+// StateDirs returns the names of the root directories a generation moves
+// between by its state (generations, tombstones, retiring), in listing
+// order: after a ctl write an adapter asks each of them whether the
+// generation is still there.
+func StateDirs() []string {
+	var out []string
+	for _, e := range fixedEntries[KindRoot] {
+		for _, dir := range stateDir {
+			if e.kind == dir {
+				out = append(out, e.name)
+			}
+		}
+	}
+	return out
+}
+
 func payloadNode(g store.GenerationID, name string) (Node, error) {
 	if _, ok := artifactIndex(name); !ok {
 		return Node{}, fmt.Errorf("generation %s artifact %q has no inode class (known: %s)", g, name, strings.Join(artifacts[:], ", "))
@@ -266,7 +240,7 @@ func payloadNode(g store.GenerationID, name string) (Node, error) {
 }
 
 // ReadDir lists directory dir in a deterministic order: fixed entries in
-// the order of the package doc (the root lists neither EventsFileName nor MetricsFileName), keys by key ID, generations by ID, leases
+// the order of the package doc (the root does not list EventsFileName), keys by key ID, generations by ID, leases
 // by clone ID, payload files in publication order. A key's leases
 // directory lists the leases on any generation of that key. Errors: ErrNotDir,
 // store.ErrNotFound when dir no longer exists, or the store's error.
@@ -284,8 +258,10 @@ func (f *FS) ReadDir(dir Node) ([]DirEntry, error) {
 	}
 	switch dir.kind {
 	case KindRoot:
-		for _, e := range rootEntries {
-			add(e.name, fixedNode(e.kind), nil)
+		for _, e := range fixedEntries[KindRoot] {
+			if !e.kind.facts().unlisted {
+				add(e.name, fixedNode(e.kind), nil)
+			}
 		}
 	case KindKeysDir:
 		keys, err := f.st.Keys()
@@ -301,7 +277,7 @@ func (f *FS) ReadDir(dir Node) ([]DirEntry, error) {
 		if _, err := f.key(dir); err != nil {
 			return nil, err
 		}
-		for _, e := range keyEntries {
+		for _, e := range fixedEntries[KindKeyDir] {
 			add(e.name, Node{kind: e.kind, num: dir.num, name: dir.name}, nil)
 		}
 	case KindGenerationsDir, KindTombstonesDir, KindRetiringDir:
@@ -322,7 +298,7 @@ func (f *FS) ReadDir(dir Node) ([]DirEntry, error) {
 		if _, err := f.st.Generation(dir.Generation()); err != nil {
 			return nil, err
 		}
-		for _, e := range generationEntries {
+		for _, e := range fixedEntries[KindGenerationDir] {
 			n, err := genNode(e.kind, dir.Generation())
 			if err := add(e.name, n, err); err != nil {
 				return nil, err

@@ -3,7 +3,6 @@ package leasefs
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,11 +117,8 @@ func (h *IncomingFile) Released() {
 // IsIncoming reports whether n is below incoming/ (incoming/ itself
 // excluded): the nodes whose setattr SetIncomingAttr answers.
 func (n Node) IsIncoming() bool {
-	switch n.kind {
-	case KindIncomingEntryDir, KindIncomingFile, KindIncomingCtlFile, KindIncomingStatusFile:
-		return true
-	}
-	return false
+	o := n.kind.facts().object
+	return o == objIncomingDir || o == objIncomingFile
 }
 
 // incomingDirName is the name of the incoming directory n is or is in.
@@ -300,50 +296,55 @@ func (f *FS) readIncoming(dir Node) ([]DirEntry, error) {
 	return append(out, files...), nil
 }
 
-// incomingAttr is Attr for incoming/ and the nodes below it. Files report
-// the backing file's size, blocks and times; directories their own times.
-func (f *FS) incomingAttr(n Node, a Attr) (Attr, error) {
-	if n.kind == KindIncomingDir {
-		a.Mode, a.Nlink = fs.ModeDir|0o755, 2
-		return a, nil
+// incomingView is the render of an incoming directory and its ctl and
+// status files: the backing directory's mtime, and their texts.
+func (f *FS) incomingView(n Node) (view, error) {
+	d, err := f.lookupIncomingDir(n.name)
+	if err == nil && d.num != n.num {
+		err = fmt.Errorf("%s: replaced: %w", n, store.ErrNotFound)
 	}
-	var path string
-	var err error
-	if n.kind == KindIncomingFile {
-		path, err = f.incomingPath(n)
-	} else {
-		var d Node
-		if d, err = f.lookupIncomingDir(n.name); err == nil && d.num != n.num {
-			err = fmt.Errorf("%s: replaced: %w", n, store.ErrNotFound)
-		}
-		path = f.incomingDir(n.name)
+	if err != nil {
+		return view{}, err
 	}
+	fi, err := lstatIncoming(n, f.incomingDir(n.name))
+	if err != nil {
+		return view{}, err
+	}
+	v := at(fi.ModTime())
+	switch n.kind {
+	case KindIncomingCtlFile:
+		v.text = incomingCtlText
+	case KindIncomingStatusFile:
+		v.text = f.incomingStatusText(n.name)
+	}
+	return v, nil
+}
+
+// incomingFileAttr is the stat of an incoming file: its backing file's
+// size, blocks and mtime.
+func (f *FS) incomingFileAttr(n Node, a Attr) (Attr, error) {
+	path, err := f.incomingPath(n)
 	if err != nil {
 		return Attr{}, err
 	}
-	fi, err := os.Lstat(path)
+	fi, err := lstatIncoming(n, path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			err = fmt.Errorf("%s: %w", n, store.ErrNotFound)
-		}
 		return Attr{}, err
 	}
 	a.setTimes(fi.ModTime(), fi.ModTime())
-	switch n.kind {
-	case KindIncomingEntryDir:
-		a.Mode, a.Nlink = fs.ModeDir|0o700, 2
-	case KindIncomingFile:
-		a.Mode, a.Size = 0o600, fi.Size()
-		a.Blocks, a.Blksize = allocated(fi)
-		a.Atime = fi.ModTime()
-	case KindIncomingCtlFile:
-		a.Mode = modeCtl
-		a.setText(incomingCtlText)
-	case KindIncomingStatusFile:
-		a.Mode = modeText
-		a.setText(f.incomingStatusText(n.name))
-	}
+	a.Size = fi.Size()
+	a.Blocks, a.Blksize = allocated(fi)
 	return a, nil
+}
+
+// lstatIncoming stats the backing path of n; a missing one is
+// store.ErrNotFound.
+func lstatIncoming(n Node, path string) (os.FileInfo, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		err = fmt.Errorf("%s: %w", n, store.ErrNotFound)
+	}
+	return fi, err
 }
 
 // incomingStatusText is what cat shows of incoming/<name>/status.
@@ -476,7 +477,7 @@ func (f *FS) createIncoming(dir Node, name string, excl bool) (Created, error) {
 		h.Released()
 		return Created{}, err
 	}
-	return Created{Node: n, Attr: a, Incoming: h}, nil
+	return Created{Node: n, Attr: a, Handle: Handle{Incoming: h}}, nil
 }
 
 // removeIncoming unlinks file name of incoming directory dir. ctl and

@@ -22,7 +22,7 @@ const IndexFileName = "store.db"
 // index file's mtime (it changes with every commit and only then), so
 // backup tools see an unchanged store.db as unmodified across daemon
 // restarts, and a changed one as modified.
-func (f *FS) indexAttr(a Attr) (Attr, error) {
+func (f *FS) indexAttr(_ Node, a Attr) (Attr, error) {
 	size, err := f.st.IndexSize()
 	if err != nil {
 		return Attr{}, err
@@ -31,7 +31,7 @@ func (f *FS) indexAttr(a Attr) (Attr, error) {
 	if err != nil {
 		return Attr{}, fmt.Errorf("stat index of %s: %w", IndexFileName, err)
 	}
-	a.Mode, a.Size = modeText, size
+	a.Size = size
 	a.Blocks = (size + 511) / 512
 	a.setTimes(fi.ModTime(), fi.ModTime())
 	return a, nil
@@ -46,10 +46,5 @@ func BackupPath(g store.Generation, artifact string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("generation %s state %q has no directory in the tree: %w", g.ID, g.State, store.ErrNotFound)
 	}
-	for _, e := range rootEntries {
-		if e.kind == dir {
-			return filepath.Join(e.name, g.ID.String(), "payload", artifact), nil
-		}
-	}
-	return "", fmt.Errorf("generation %s: directory %s is not in the root: %w", g.ID, dir, store.ErrNotFound)
+	return filepath.Join(dir.facts().entry, g.ID.String(), KindPayloadDir.facts().entry, artifact), nil
 }

@@ -1,11 +1,12 @@
 package leasefs
 
 import (
-	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,40 +112,39 @@ func TestIndexFile(t *testing.T) {
 	}
 }
 
-// TestXattrs: payload files carry their digest and generation; nothing
-// else has extended attributes.
-func TestXattrs(t *testing.T) {
+// TestSums: a generation's SHA256SUMS lists the digest recorded at
+// publication of each of its artifacts, sorted, with names relative to
+// the generation directory.
+func TestSums(t *testing.T) {
 	fx := newFixture(t, makeCaptures(t))
 	g := fx.gens[2]
-	a, _ := g.Artifact("memory.bin")
-	tests := []struct {
-		path string
-		want []Xattr
-	}{
-		{"tombstones/g000002/payload/memory.bin", []Xattr{{XattrSHA256, []byte(a.SHA256)}, {XattrGeneration, []byte("g000002")}}},
-		{"tombstones/g000002/status", nil},
-		{"generations/g000001/leases/c1", nil},
-		{"store.db", nil},
-		{".", nil},
+	var want strings.Builder
+	names := []string{}
+	for _, a := range g.Artifacts {
+		names = append(names, a.Name)
 	}
-	for _, tt := range tests {
-		t.Run(tt.path, func(t *testing.T) {
-			got, err := fx.fs.Xattrs(fx.walk(tt.path))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(tt.want) {
-				t.Fatalf("got %d xattrs %q, want %q", len(got), got, tt.want)
-			}
-			for i := range got {
-				if got[i].Name != tt.want[i].Name || !bytes.Equal(got[i].Value, tt.want[i].Value) {
-					t.Errorf("xattr %d = %s=%q, want %s=%q", i, got[i].Name, got[i].Value, tt.want[i].Name, tt.want[i].Value)
-				}
-			}
-		})
+	slices.Sort(names)
+	for _, name := range names {
+		a, _ := g.Artifact(name)
+		if len(a.SHA256) != 64 {
+			t.Errorf("%s digest %q, want 64 hex digits", name, a.SHA256)
+		}
+		fmt.Fprintf(&want, "%s  payload/%s\n", a.SHA256, name)
 	}
-	if len(a.SHA256) != 64 {
-		t.Errorf("memory.bin digest %q, want 64 hex digits", a.SHA256)
+	n := fx.walk("tombstones/g000002/" + SumsFileName)
+	h, err := fx.fs.Open(n, OpenFlags{}, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(h.Data) != want.String() {
+		t.Errorf("SHA256SUMS:\n%s\nwant:\n%s", h.Data, want.String())
+	}
+	a, err := fx.fs.Attr(n)
+	if err != nil || a.Size != int64(want.Len()) || !a.Mtime.Equal(g.PublishedAt) || !n.Immutable() {
+		t.Errorf("attr %+v, %v; want size %d, mtime %v, immutable", a, err, want.Len(), g.PublishedAt)
+	}
+	if _, err := fx.fs.Open(n, OpenFlags{Write: true}, owner); ToErrno(err) != EROFS {
+		t.Errorf("write-open of SHA256SUMS: %v, want EROFS", err)
 	}
 }
 

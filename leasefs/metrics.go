@@ -37,29 +37,22 @@ type noObserver struct{}
 
 func (noObserver) Refused(string, string) {}
 
-// renderMetrics renders the metrics file now. Errors: the renderer's,
-// and store.ErrNotFound (wrapped) when the FS has none.
-func (f *FS) renderMetrics() ([]byte, error) {
+// absent reports whether fixed node kind k is missing from this FS: the
+// metrics file without Options.Metrics.
+func (f *FS) absent(k Kind) bool { return k == KindMetricsFile && f.metrics == nil }
+
+// metricsView renders the metrics file now, with now as its times (what
+// it shows is as of now). Errors: the renderer's, and store.ErrNotFound
+// (wrapped) when the FS has none.
+func (f *FS) metricsView(Node) (view, error) {
 	if f.metrics == nil {
-		return nil, notFound(f.Root(), MetricsFileName)
+		return view{}, notFound(f.Root(), MetricsFileName)
 	}
 	text, err := f.metrics()
 	if err != nil {
-		return nil, fmt.Errorf("render %s: %w", MetricsFileName, err)
+		return view{}, fmt.Errorf("render %s: %w", MetricsFileName, err)
 	}
-	return text, nil
-}
-
-// metricsAttr is the metrics file's attributes: the length of a rendering
-// now, and now as its times (what it shows is as of now).
-func (f *FS) metricsAttr(a Attr) (Attr, error) {
-	text, err := f.renderMetrics()
-	if err != nil {
-		return Attr{}, err
-	}
-	now := hostclock.Now()
-	a.Mode = modeText
-	a.setTimes(now, now)
-	a.setText(text)
-	return a, nil
+	v := at(hostclock.Now())
+	v.text = text
+	return v, nil
 }

@@ -2,101 +2,322 @@ package leasefs
 
 import (
 	"fmt"
+	"io/fs"
 
 	"templatefs/store"
 	"templatefs/store/manifest"
 )
 
 // Kind is the kind of a node in the tree (see the package doc drawing).
+// Every fact about a kind is its row in kinds; the constants are declared
+// in the order a directory lists its fixed entries.
 type Kind uint8
 
 // Node kinds. Each has one inode class (see Node.Ino).
 const (
 	KindRoot                Kind = iota + 1 // /
 	KindStoreFile                           // store
+	KindIndexFile                           // store.db
 	KindKeysDir                             // keys/
 	KindKeyDir                              // keys/<key-id>/
 	KindKeyFile                             // keys/<key-id>/key
 	KindKeyGenerationsFile                  // keys/<key-id>/generations
+	KindKeyLeasesDir                        // keys/<key-id>/leases/
 	KindGenerationsDir                      // generations/
+	KindLeasesDir                           // leases/
 	KindTombstonesDir                       // tombstones/
-	KindGenerationDir                       // generations/<gen>/ or tombstones/<gen>/
+	KindRetiringDir                         // retiring/
+	KindGenerationDir                       // generations/<gen>/, tombstones/<gen>/ or retiring/<gen>/
 	KindManifestFile                        // <gen>/manifest
 	KindStatusFile                          // <gen>/status
+	KindCtlFile                             // <gen>/ctl
+	KindSumsFile                            // <gen>/SHA256SUMS
 	KindPayloadDir                          // <gen>/payload/
 	KindPayloadFile                         // <gen>/payload/<artifact>
 	KindGenerationLeasesDir                 // <gen>/leases/
-	KindLeasesDir                           // leases/
 	KindLeaseFile                           // <gen>/leases/<clone-id>, leases/<clone-id>, keys/<key-id>/leases/<clone-id>
-	KindRetiringDir                         // retiring/
-	KindKeyLeasesDir                        // keys/<key-id>/leases/
-	KindCtlFile                             // <gen>/ctl
-	KindIndexFile                           // store.db
 	KindIncomingDir                         // incoming/
 	KindIncomingEntryDir                    // incoming/<name>/
-	KindIncomingFile                        // incoming/<name>/<file>
 	KindIncomingCtlFile                     // incoming/<name>/ctl
 	KindIncomingStatusFile                  // incoming/<name>/status
+	KindIncomingFile                        // incoming/<name>/<file>
 	KindEventsFile                          // events
 	KindMetricsFile                         // metrics
 )
 
-var kindNames = [...]string{
-	KindRoot:                "root",
-	KindStoreFile:           "store file",
-	KindKeysDir:             "keys directory",
-	KindKeyDir:              "key directory",
-	KindKeyFile:             "key file",
-	KindKeyGenerationsFile:  "key generations file",
-	KindGenerationsDir:      "generations directory",
-	KindTombstonesDir:       "tombstones directory",
-	KindGenerationDir:       "generation directory",
-	KindManifestFile:        "manifest file",
-	KindStatusFile:          "status file",
-	KindPayloadDir:          "payload directory",
-	KindPayloadFile:         "payload file",
-	KindGenerationLeasesDir: "generation leases directory",
-	KindLeasesDir:           "leases directory",
-	KindLeaseFile:           "lease file",
-	KindRetiringDir:         "retiring directory",
-	KindKeyLeasesDir:        "key leases directory",
-	KindCtlFile:             "ctl file",
-	KindIndexFile:           "index snapshot file",
-	KindIncomingDir:         "incoming directory",
-	KindIncomingEntryDir:    "incoming staging directory",
-	KindIncomingFile:        "incoming file",
-	KindIncomingCtlFile:     "incoming ctl file",
-	KindIncomingStatusFile:  "incoming status file",
-	KindEventsFile:          "events file",
-	KindMetricsFile:         "metrics file",
+// Cache is a node kind's cache policy: what an adapter may let the kernel
+// cache.
+type Cache uint8
+
+const (
+	// CacheImmutable: the node's attributes never change and its name
+	// never leaves its parent while its generation or key exists, and for
+	// files also their content (a ctl file always reads the same; writes
+	// to it change other nodes). A directory's listing is not covered.
+	CacheImmutable Cache = iota + 1
+	// CacheChanging: the node can change at any commit.
+	CacheChanging
+)
+
+var cacheNames = [...]string{CacheImmutable: "immutable", CacheChanging: "changing"}
+
+// String names the policy, e.g. "immutable".
+func (c Cache) String() string {
+	if int(c) < len(cacheNames) && cacheNames[c] != "" {
+		return cacheNames[c]
+	}
+	return fmt.Sprintf("cache(%d)", uint8(c))
+}
+
+// Content is how a node kind's content is served (the Handle field an
+// open sets).
+type Content uint8
+
+const (
+	ContentListing  Content = iota + 1 // a directory: ReadDir
+	ContentText                        // rendered at open (Handle.Data), read-only
+	ContentCommands                    // rendered at open; an open for writing takes commands (Handle.Commands)
+	ContentPayload                     // the payload's backing file (Handle.File), read-only
+	ContentSnapshot                    // a snapshot of the index per open (Handle.Snapshot)
+	ContentStream                      // a stream of events per open (Handle.Events)
+	ContentBacking                     // the backing file, read-write (Handle.Incoming)
+)
+
+var contentNames = [...]string{
+	ContentListing:  "listing",
+	ContentText:     "text",
+	ContentCommands: "text + commands",
+	ContentPayload:  "backing file, read-only",
+	ContentSnapshot: "index snapshot per open",
+	ContentStream:   "event stream per open",
+	ContentBacking:  "backing file",
+}
+
+// String names the content, e.g. "text".
+func (c Content) String() string {
+	if int(c) < len(contentNames) && contentNames[c] != "" {
+		return contentNames[c]
+	}
+	return fmt.Sprintf("content(%d)", uint8(c))
+}
+
+// object is what a node's number and name hold.
+type object uint8
+
+const (
+	objFixed        object = iota // one node of its kind: num 0, a fixed inode number
+	objKey                        // num KeyRecord.Seq, name the key ID
+	objGeneration                 // num the GenerationID
+	objPayload                    // num the GenerationID, name the artifact
+	objLease                      // num Lease.Seq, name the clone ID
+	objIncomingDir                // num the backing directory's inode number, name the directory's
+	objIncomingFile               // num the backing file's inode number, name "<dir>/<file>"
+)
+
+var objectNumbers = [...]string{
+	objFixed:        "fixed",
+	objKey:          "`KeyRecord.Seq`",
+	objGeneration:   "generation ID",
+	objPayload:      "generation ID",
+	objLease:        "`Lease.Seq` (a released and re-acquired clone ID gets a new number)",
+	objIncomingDir:  "the backing directory's inode number",
+	objIncomingFile: "the backing file's inode number (kept by `mv` within the directory)",
+}
+
+// kindFacts is everything about one node kind: one row of kinds.
+type kindFacts struct {
+	name   string // Kind.String
+	parent Kind   // the directory holding it (for a generation, KindGenerationsDir: also under the other state directories)
+	// entry is the fixed name under parent; "" for nodes named by their
+	// object (key ID, generation ID, artifact, clone ID, incoming name).
+	entry string
+	// unlisted: found by name, never listed (events: tools walking the
+	// mount must not open a file whose reads never end).
+	unlisted bool
+	ino      uint64 // the inode number of an objFixed kind
+	class    uint64 // the inode class of the others (payload files add their artifact index)
+	object   object
+	mode     fs.FileMode // fs.ModeDir for directories, plus permission bits
+	nlink    uint32
+	cache    Cache
+	content  Content
+	// touch: a setattr of times is a no-op (touch works), and for
+	// ContentCommands files also of size (`echo ... > file` truncates);
+	// any other attribute change is ErrNotPermitted, not ErrReadOnly.
+	touch bool
+	// render reads what the node shows now: its text (rendered files) and
+	// times. Nil: no text, the store's creation time.
+	render func(f *FS, n Node) (view, error)
+	// stat, if set, gives the whole attributes instead (a backing file's
+	// size and blocks), starting from the defaults in a.
+	stat func(f *FS, n Node, a Attr) (Attr, error)
+	// shows says what it is, for docs/tree.md; times what its mtime and
+	// ctime are.
+	shows, times string
+}
+
+// The modes of the tree: directories are read-only except the leases
+// directories (create acquires, unlink releases) and incoming ones; lease
+// and ctl files take writes (commands); everything else is 0444. Every
+// node is readable by all: with allow_other other users may read
+// (project issue 3). The modes are informative: the mount has no
+// default_permissions, and leasefs itself decides who may change what
+// (Caller, ErrAccess).
+const (
+	modeDir       = fs.ModeDir | 0o555
+	modeLeasesDir = fs.ModeDir | 0o755
+	modeText      = 0o444
+	modeCommands  = 0o644
+)
+
+// leaseNames is a lease file's link count: its names under its
+// generation's leases/, under leases/ and under its key's leases/.
+const leaseNames = 3
+
+const (
+	createdTimes = "store creation"
+	publication  = "publication"
+	keyCreated   = "key first published"
+	dirTimes     = "the backing directory's mtime"
+)
+
+// kinds is the node table: one row per Kind. A new node kind is one row
+// here (and its Kind constant); Lookup, ReadDir, Attr, Open, Ino, the
+// adapters' cache timeouts and docs/tree.md all read it. It is set by
+// init, since its renders read it too.
+var kinds []kindFacts
+
+func init() {
+	kinds = []kindFacts{
+		KindRoot: {name: "root", ino: InoRoot, mode: modeDir, nlink: 2 + 6, cache: CacheImmutable, content: ContentListing,
+			shows: "the mount", times: createdTimes},
+		KindStoreFile: {name: "store file", parent: KindRoot, entry: "store", ino: InoStore, mode: modeText, nlink: 1, cache: CacheChanging, content: ContentText,
+			render: (*FS).storeView, shows: "store ID, schema identity and version, counts, settings, read-only state",
+			times: "last change to what it shows: store creation, a generation's publication, state change (the record's `state_changed_at`) or lease grant or release (the sequence of its `generation_leases` bucket), deletion of a retired generation (the key's `generation_removed_at`), a settings change (`meta/settings_changed`)"},
+		KindIndexFile: {name: "index snapshot file", parent: KindRoot, entry: IndexFileName, ino: InoIndex, mode: modeText, nlink: 1, cache: CacheChanging, content: ContentSnapshot,
+			stat: (*FS).indexAttr, shows: "a consistent snapshot of the bbolt index, taken at each open; size: a snapshot's if taken now (`bolt.Tx.Size`)",
+			times: "the index file's mtime (moves with every commit, only then)"},
+		KindKeysDir: {name: "keys directory", parent: KindRoot, entry: "keys", ino: InoKeys, mode: modeDir, nlink: 1, cache: CacheImmutable, content: ContentListing,
+			shows: "one directory per key", times: createdTimes},
+		KindKeyDir: {name: "key directory", parent: KindKeysDir, class: 0x01, object: objKey, mode: modeDir, nlink: 2 + 1, cache: CacheChanging, content: ContentListing,
+			render: (*FS).keyView, shows: "a template key", times: keyCreated},
+		KindKeyFile: {name: "key file", parent: KindKeyDir, entry: "key", class: 0x02, object: objKey, mode: modeText, nlink: 1, cache: CacheImmutable, content: ContentText,
+			render: (*FS).keyView, shows: "the canonical key text (hashes to `<key-id>`)", times: keyCreated},
+		KindKeyGenerationsFile: {name: "key generations file", parent: KindKeyDir, entry: "generations", class: 0x03, object: objKey, mode: modeText, nlink: 1, cache: CacheChanging, content: ContentText,
+			render: (*FS).keyGenerationsView, shows: "the key's generation IDs, newest first",
+			times: "newest generation's publication, or the last deletion of one of the key's retired generations, whichever is later"},
+		KindKeyLeasesDir: {name: "key leases directory", parent: KindKeyDir, entry: "leases", class: 0x04, object: objKey, mode: modeLeasesDir, nlink: 2, cache: CacheChanging, content: ContentListing, touch: true,
+			render: (*FS).keyView, shows: "the leases on any generation of the key; create = acquire on its newest eligible capture", times: keyCreated},
+		KindGenerationsDir: {name: "generations directory", parent: KindRoot, entry: "generations", ino: InoGenerations, mode: modeDir, nlink: 1, cache: CacheImmutable, content: ContentListing,
+			shows: "published generations", times: createdTimes},
+		KindLeasesDir: {name: "leases directory", parent: KindRoot, entry: "leases", ino: InoLeases, mode: modeLeasesDir, nlink: 2, cache: CacheImmutable, content: ContentListing, touch: true,
+			shows: "every lease", times: createdTimes},
+		KindTombstonesDir: {name: "tombstones directory", parent: KindRoot, entry: "tombstones", ino: InoTombstones, mode: modeDir, nlink: 1, cache: CacheImmutable, content: ContentListing,
+			shows: "tombstoned generations", times: createdTimes},
+		KindRetiringDir: {name: "retiring directory", parent: KindRoot, entry: "retiring", ino: InoRetiring, mode: modeDir, nlink: 1, cache: CacheImmutable, content: ContentListing,
+			shows: "retiring generations, readable until their last lease is released", times: createdTimes},
+		KindGenerationDir: {name: "generation directory", parent: KindGenerationsDir, class: 0x10, object: objGeneration, mode: modeDir, nlink: 2 + 2, cache: CacheChanging, content: ContentListing,
+			render: (*FS).generationDirView, shows: "one generation, under the directory of its state", times: "publication; ctime: the tombstone's time once tombstoned"},
+		KindManifestFile: {name: "manifest file", parent: KindGenerationDir, entry: "manifest", class: 0x11, object: objGeneration, mode: modeText, nlink: 1, cache: CacheImmutable, content: ContentText,
+			render: (*FS).manifestView, shows: "the decoded manifest.bin", times: publication},
+		KindStatusFile: {name: "status file", parent: KindGenerationDir, entry: "status", class: 0x12, object: objGeneration, mode: modeText, nlink: 1, cache: CacheChanging, content: ContentText,
+			render: (*FS).statusView, shows: "state, whether a new lease would be granted, last refusal",
+			times: "last change to what it shows: publication, tombstone, lift, retirement (the record's `state_changed_at`), lease grant or release, a settings change, the last refusal, and the end of the restore window once passed. After a daemon restart `last_refusal` reads `none` and the mtime no longer counts it"},
+		KindCtlFile: {name: "ctl file", parent: KindGenerationDir, entry: "ctl", class: 0x15, object: objGeneration, mode: modeCommands, nlink: 1, cache: CacheImmutable, content: ContentCommands, touch: true,
+			render: (*FS).ctlView, shows: "write `tombstone`, `lift` or `retire`; cat: those commands", times: publication},
+		KindSumsFile: {name: "sums file", parent: KindGenerationDir, entry: SumsFileName, class: 0x16, object: objGeneration, mode: modeText, nlink: 1, cache: CacheImmutable, content: ContentText,
+			render: (*FS).sumsView, shows: "the payload digests recorded at publication, in `sha256sum -c` format: `cd <gen> && sha256sum -c SHA256SUMS`", times: publication},
+		KindPayloadDir: {name: "payload directory", parent: KindGenerationDir, entry: "payload", class: 0x13, object: objGeneration, mode: modeDir, nlink: 2, cache: CacheImmutable, content: ContentListing,
+			render: (*FS).generationView, shows: "the published artifacts", times: publication},
+		KindPayloadFile: {name: "payload file", parent: KindPayloadDir, class: 0x18, object: objPayload, mode: modeText, nlink: 1, cache: CacheImmutable, content: ContentPayload,
+			stat: (*FS).payloadAttr, shows: "manifest.bin, state.bin, memory.bin[, scratch.img]: the published bytes; size, `st_blocks` and `st_blksize` of the backing file (sparse stays sparse)",
+			times: publication},
+		KindGenerationLeasesDir: {name: "generation leases directory", parent: KindGenerationDir, entry: "leases", class: 0x14, object: objGeneration, mode: modeLeasesDir, nlink: 2, cache: CacheImmutable, content: ContentListing, touch: true,
+			render: (*FS).generationView, shows: "the generation's leases; create = acquire, unlink = release", times: publication},
+		KindLeaseFile: {name: "lease file", parent: KindGenerationLeasesDir, class: 0x20, object: objLease, mode: modeCommands, nlink: leaseNames, cache: CacheChanging, content: ContentCommands, touch: true,
+			render: (*FS).leaseView, shows: "one JSON object and a newline; write `pid N`, `kill` or `cancel`; three names, also `leases/<clone-id>` and `keys/<key-id>/leases/<clone-id>`",
+			times: "latest of `created_at`, `bound_at`, `updated_at`"},
+		KindIncomingDir: {name: "incoming directory", parent: KindRoot, entry: "incoming", ino: InoIncoming, mode: modeLeasesDir, nlink: 2, cache: CacheImmutable, content: ContentListing,
+			shows: "mkdir = a private staging directory on the store's disk", times: createdTimes},
+		KindIncomingEntryDir: {name: "incoming staging directory", parent: KindIncomingDir, class: inoClassIncomingDir, object: objIncomingDir, mode: fs.ModeDir | 0o700, nlink: 2, cache: CacheChanging, content: ContentListing,
+			render: (*FS).incomingView, shows: "`STORE/incoming/<name>/`: a capture in progress", times: dirTimes},
+		KindIncomingCtlFile: {name: "incoming ctl file", parent: KindIncomingEntryDir, entry: incomingCtl, class: inoClassIncomingCtl, object: objIncomingDir, mode: modeCommands, nlink: 1, cache: CacheChanging, content: ContentCommands, touch: true,
+			render: (*FS).incomingView, shows: "write `publish`: publishes the directory, durable when the write returns", times: dirTimes},
+		KindIncomingStatusFile: {name: "incoming status file", parent: KindIncomingEntryDir, entry: incomingStatus, class: inoClassIncomingStatus, object: objIncomingDir, mode: modeText, nlink: 1, cache: CacheChanging, content: ContentText,
+			render: (*FS).incomingView, shows: "open, publishing, published `<gen>` or refused `<errno>: <reason>`", times: dirTimes},
+		KindIncomingFile: {name: "incoming file", parent: KindIncomingEntryDir, class: inoClassIncomingFile, object: objIncomingFile, mode: 0o600, nlink: 1, cache: CacheChanging, content: ContentBacking,
+			stat: (*FS).incomingFileAttr, shows: "the capture's files and class.json: the real backing files, any file I/O", times: "the backing file's mtime"},
+		KindEventsFile: {name: "events file", parent: KindRoot, entry: EventsFileName, unlisted: true, ino: InoEvents, mode: modeText, nlink: 1, cache: CacheChanging, content: ContentStream,
+			shows: "one JSON line per state change from the open (not listed); size 0", times: createdTimes},
+		KindMetricsFile: {name: "metrics file", parent: KindRoot, entry: MetricsFileName, unlisted: true, ino: InoMetrics, mode: modeText, nlink: 1, cache: CacheChanging, content: ContentText,
+			render: (*FS).metricsView, shows: "the daemon's metrics, Prometheus text format, one scrape per open (not listed; docs/metrics.md)",
+			times: "the time of the rendering: it shows the daemon's counters as of now"},
+	}
+	fixedEntries = entriesOf(kinds)
+}
+
+// facts returns k's row; the zero row for an invalid Kind.
+func (k Kind) facts() *kindFacts {
+	if int(k) < len(kinds) {
+		return &kinds[k]
+	}
+	return &kinds[0] // the zero row of Kind 0
 }
 
 // String names the kind, e.g. "payload file".
 func (k Kind) String() string {
-	if int(k) < len(kindNames) && kindNames[k] != "" {
-		return kindNames[k]
+	if name := k.facts().name; name != "" {
+		return name
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
 // Kinds returns every Kind, in declaration order.
 func Kinds() []Kind {
-	out := make([]Kind, 0, len(kindNames)-1)
-	for k := KindRoot; int(k) < len(kindNames); k++ {
+	out := make([]Kind, 0, len(kinds)-1)
+	for k := KindRoot; int(k) < len(kinds); k++ {
 		out = append(out, k)
 	}
 	return out
 }
 
 // IsDir reports whether nodes of this kind are directories.
-func (k Kind) IsDir() bool {
-	switch k {
-	case KindRoot, KindKeysDir, KindKeyDir, KindGenerationsDir, KindTombstonesDir, KindRetiringDir,
-		KindGenerationDir, KindPayloadDir, KindGenerationLeasesDir, KindLeasesDir, KindKeyLeasesDir,
-		KindIncomingDir, KindIncomingEntryDir:
-		return true
+func (k Kind) IsDir() bool { return k.facts().mode.IsDir() }
+
+// Cache returns the kind's cache policy.
+func (k Kind) Cache() Cache { return k.facts().cache }
+
+// Content returns how the kind's content is served.
+func (k Kind) Content() Content { return k.facts().content }
+
+// fixedEntry is a child with a fixed name.
+type fixedEntry struct {
+	name string
+	kind Kind
+}
+
+// fixedEntries are the children with fixed names of each directory kind,
+// in listing order (the table's), unlisted ones included.
+var fixedEntries map[Kind][]fixedEntry
+
+func entriesOf(table []kindFacts) map[Kind][]fixedEntry {
+	m := map[Kind][]fixedEntry{}
+	for k, r := range table {
+		if r.entry != "" {
+			m[r.parent] = append(m[r.parent], fixedEntry{r.entry, Kind(k)})
+		}
 	}
-	return false
+	return m
+}
+
+// fixedChild returns the kind of dir's child with fixed name name.
+func fixedChild(dir Kind, name string) (Kind, bool) {
+	for _, e := range fixedEntries[dir] {
+		if e.name == name {
+			return e.kind, true
+		}
+	}
+	return 0, false
 }
 
 // artifacts lists the payload file names a generation can hold, in the
@@ -134,27 +355,6 @@ const (
 	InoEvents      = 10 // after InoIncoming (incoming.go)
 )
 
-// inoClass is the class byte of each kind with a per-object number.
-// Payload files add their artifact index.
-var inoClass = map[Kind]uint64{
-	KindKeyDir:              0x01,
-	KindKeyFile:             0x02,
-	KindKeyGenerationsFile:  0x03,
-	KindKeyLeasesDir:        0x04,
-	KindGenerationDir:       0x10,
-	KindManifestFile:        0x11,
-	KindStatusFile:          0x12,
-	KindPayloadDir:          0x13,
-	KindGenerationLeasesDir: 0x14,
-	KindCtlFile:             0x15,
-	KindPayloadFile:         0x18, // + artifact index, up to 0x1f
-	KindLeaseFile:           0x20,
-	KindIncomingEntryDir:    inoClassIncomingDir,
-	KindIncomingFile:        inoClassIncomingFile,
-	KindIncomingCtlFile:     inoClassIncomingCtl,
-	KindIncomingStatusFile:  inoClassIncomingStatus,
-}
-
 // Node identifies one object of the tree by kind and persistent identity,
 // never by path. Nodes are small comparable values; two Nodes are equal
 // exactly when they have the same inode number. The zero Node is invalid.
@@ -179,60 +379,30 @@ func (n Node) IsDir() bool { return n.kind.IsDir() }
 // (generation directory and everything below it except lease files), or
 // zero.
 func (n Node) Generation() store.GenerationID {
-	switch n.kind {
-	case KindGenerationDir, KindManifestFile, KindStatusFile, KindPayloadDir, KindPayloadFile, KindGenerationLeasesDir, KindCtlFile:
+	switch n.kind.facts().object {
+	case objGeneration, objPayload:
 		return store.GenerationID(n.num)
 	}
 	return 0
 }
 
-// Immutable reports whether the node's attributes never change and its
-// name never leaves its parent while its generation or key exists, and for
-// files also their content: the root and its fixed directories, payload
-// and generation leases directories, payload files, manifest, ctl and key
-// files (a ctl file always reads the same; writes to it change other
-// nodes). A directory's listing is not covered. Adapters may let the
-// kernel cache these for long; everything else can change at any commit
-// and must not be cached.
-func (n Node) Immutable() bool {
-	switch n.kind {
-	case KindRoot, KindKeysDir, KindGenerationsDir, KindLeasesDir, KindTombstonesDir, KindRetiringDir,
-		KindPayloadDir, KindGenerationLeasesDir, KindPayloadFile, KindManifestFile, KindKeyFile, KindCtlFile:
-		return true
-	}
-	return false
-}
+// Immutable reports whether the node's kind has cache policy
+// CacheImmutable: the root and its fixed directories, payload and
+// generation leases directories, payload files, manifest, ctl and key
+// files. Adapters may let the kernel cache these for long; everything
+// else can change at any commit and must not be cached.
+func (n Node) Immutable() bool { return n.kind.Cache() == CacheImmutable }
 
 // Ino returns the node's inode number, stable across unmounts and daemon
 // restarts: the fixed numbers InoRoot..InoMetrics, else
-// class<<56 | object number with the classes of the package doc.
+// class<<56 | object number with the classes of the node table.
 func (n Node) Ino() uint64 {
-	switch n.kind {
-	case KindRoot:
-		return InoRoot
-	case KindStoreFile:
-		return InoStore
-	case KindKeysDir:
-		return InoKeys
-	case KindGenerationsDir:
-		return InoGenerations
-	case KindLeasesDir:
-		return InoLeases
-	case KindTombstonesDir:
-		return InoTombstones
-	case KindRetiringDir:
-		return InoRetiring
-	case KindIndexFile:
-		return InoIndex
-	case KindIncomingDir:
-		return InoIncoming
-	case KindEventsFile:
-		return InoEvents
-	case KindMetricsFile:
-		return InoMetrics
+	r := n.kind.facts()
+	if r.object == objFixed {
+		return r.ino
 	}
-	class := inoClass[n.kind]
-	if n.kind == KindPayloadFile {
+	class := r.class
+	if r.object == objPayload {
 		i, _ := artifactIndex(n.name)
 		class += uint64(i)
 	}
@@ -241,18 +411,17 @@ func (n Node) Ino() uint64 {
 
 // String describes the node for logs, e.g. "payload file g000003/memory.bin".
 func (n Node) String() string {
-	switch n.kind {
-	case KindKeyDir, KindKeyFile, KindKeyGenerationsFile, KindKeyLeasesDir:
+	switch n.kind.facts().object {
+	case objKey, objIncomingDir, objIncomingFile:
 		return fmt.Sprintf("%s %s", n.kind, n.name)
-	case KindPayloadFile:
+	case objPayload:
 		return fmt.Sprintf("%s %s/%s", n.kind, store.GenerationID(n.num), n.name)
-	case KindLeaseFile:
+	case objLease:
 		return fmt.Sprintf("%s %s (seq %d)", n.kind, n.name, n.num)
-	case KindIncomingEntryDir, KindIncomingFile, KindIncomingCtlFile, KindIncomingStatusFile:
-		return fmt.Sprintf("%s %s", n.kind, n.name)
-	}
-	if g := n.Generation(); g != 0 {
-		return fmt.Sprintf("%s %s", n.kind, g)
+	case objGeneration:
+		if n.num != 0 {
+			return fmt.Sprintf("%s %s", n.kind, store.GenerationID(n.num))
+		}
 	}
 	return n.kind.String()
 }

@@ -10,9 +10,10 @@ import (
 // OpenFlags is what an open(2) asks for, decoded from the platform's flags
 // by the adapter.
 type OpenFlags struct {
-	Write    bool // O_WRONLY or O_RDWR
-	Truncate bool // O_TRUNC
-	Append   bool // O_APPEND: only incoming files take it
+	Write     bool // O_WRONLY or O_RDWR
+	Truncate  bool // O_TRUNC
+	Append    bool // O_APPEND: only incoming files take it (and Create: ackAtCreate)
+	Exclusive bool // O_EXCL: only Create looks at it
 }
 
 // Handle is an open file. Exactly one of Data, File, Snapshot, Incoming
@@ -44,19 +45,32 @@ type Handle struct {
 	Incoming *IncomingFile
 }
 
+// closeFiles closes what h holds open, for an open that fails after
+// Open returned h.
+func (h Handle) closeFiles() {
+	for _, file := range []*os.File{h.File, h.Snapshot} {
+		if file != nil {
+			file.Close()
+		}
+	}
+	if h.Events != nil {
+		h.Events.Close()
+	}
+	if h.Incoming != nil {
+		h.Incoming.File.Close()
+		h.Incoming.Released()
+	}
+}
+
 // isWritable reports whether n takes writes: lease files (`pid N`,
 // `kill`) and ctl files (`tombstone`, `lift`, `retire`).
-func (n Node) isWritable() bool {
-	return n.kind == KindLeaseFile || n.kind == KindCtlFile || n.kind == KindIncomingCtlFile
-}
+func (n Node) isWritable() bool { return n.kind.Content() == ContentCommands }
 
 // isLeaseNode reports whether n is a writable file or a leases directory:
 // the nodes that accept a change of times (and, for files, of size) as a
 // no-op, and refuse other attribute changes with ErrNotPermitted rather
 // than ErrReadOnly.
-func (n Node) isLeaseNode() bool {
-	return n.isWritable() || n.kind == KindGenerationLeasesDir || n.kind == KindLeasesDir || n.kind == KindKeyLeasesDir
-}
+func (n Node) isLeaseNode() bool { return n.kind.facts().touch }
 
 // Open opens file node n for c. Payload files, text files and the
 // events file (a new subscription, Handle.Events) open read-only: a write
@@ -76,10 +90,11 @@ func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 		return Handle{}, err
 	}
 	defer f.leave()
+	content := n.kind.Content()
 	switch {
-	case n.IsDir():
+	case content == ContentListing:
 		return Handle{}, fmt.Errorf("open %s: %w", n, ErrIsDir)
-	case n.kind == KindIncomingFile:
+	case content == ContentBacking:
 		return f.openIncoming(n, fl, c)
 	case fl.Write || fl.Truncate:
 		if err := f.authorize(c, "open "+n.String()+" for writing"); err != nil {
@@ -93,7 +108,7 @@ func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 				return Handle{}, err
 			}
 		}
-	case n.kind == KindPayloadFile:
+	case content == ContentPayload:
 		file, err := f.st.OpenPayload(n.Generation(), n.name)
 		if err != nil {
 			return Handle{}, err
@@ -103,13 +118,13 @@ func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 			return Handle{}, err
 		}
 		return Handle{File: file}, nil
-	case n.kind == KindIndexFile:
+	case content == ContentSnapshot:
 		file, _, err := f.st.SnapshotIndex()
 		if err != nil {
 			return Handle{}, err
 		}
 		return Handle{Snapshot: file}, nil
-	case n.kind == KindEventsFile:
+	case content == ContentStream:
 		return Handle{Events: f.openEvents()}, nil
 	}
 	data, err := f.content(n)
@@ -121,6 +136,18 @@ func (f *FS) Open(n Node, fl OpenFlags, c Caller) (Handle, error) {
 		h.Commands = f.commands(n)
 	}
 	return h, nil
+}
+
+// OpenErrno is the errno of an Open of path with fl that failed with err
+// (OK for nil): an open for writing or truncating asks for a change, so
+// its failure is a refused mutation, logged once by Refuse; a read-only
+// open's failure is mapped with ToErrno and not logged (ENOENT is
+// routine). path is the adapter's path of the node, for the log line.
+func (f *FS) OpenErrno(path string, fl OpenFlags, err error) Errno {
+	if fl.Write || fl.Truncate {
+		return f.Refuse("open", path, err)
+	}
+	return ToErrno(err)
 }
 
 // AttrChange is the set of attributes a setattr asks to change.
@@ -190,21 +217,34 @@ func (f *FS) ChangeXattr(n Node, name string, c Caller) error {
 	return fmt.Errorf("set xattr %q on %s: %w", name, n, ErrReadOnly)
 }
 
-// Create is open(2) with O_CREAT of name in dir by c; it returns the lease
-// file with its attributes and content (Created). If name exists, excl
-// (O_EXCL) gives ErrExist; otherwise an existing lease file is returned
-// (a retried create of a lease just opens it) and any other existing
-// name gives ErrExist. A new name is
-// allowed only in a generation's leases directory, where it acquires a
-// lease on that generation with store.AcquireLease (refused by the store
-// under tombstones/ and retiring/), and in keys/<key-id>/leases/, where
-// it acquires one on the key's newest eligible published generation with
-// store.AcquireLeaseByKey; either is durable when Create returns. Errors:
-// ErrAccess, ErrNotPermitted for a new name elsewhere, ErrNotDir, the
-// store's store.ErrInvalidID, store.ErrNotFound, store.ErrTombstoned,
-// store.ErrRetiring, store.ErrIneligible, store.ErrLeaseConflict. A refusal
-// in a generation's leases directory is remembered as its last refusal.
-func (f *FS) Create(dir Node, name string, excl bool, c Caller) (cr Created, err error) {
+// Create is open(2) with O_CREAT and flags fl of name in dir by c; it
+// returns the file with its attributes and its open handle (Created).
+// If name exists, fl.Exclusive (O_EXCL) gives ErrExist; otherwise the
+// existing node is opened with fl as Open does (a retried create of a
+// lease just opens it, with its command stream). A new name is allowed
+// only in an incoming directory (an incoming file), in a generation's
+// leases directory, where it reserves a lease on that generation with
+// store.ReserveLease (refused by the store under tombstones/ and
+// retiring/), and in keys/<key-id>/leases/, where it reserves one on the
+// key's newest eligible published generation with
+// store.ReserveLeaseByKey.
+//
+// A new lease is acknowledged at close, not here, unless fl has O_TRUNC
+// or O_APPEND (ackAtCreate: shell redirections): Create returns as soon
+// as the lease is reserved, and its record is committed by a group commit
+// shared with concurrent creates; the handle's Commands.Flush (each
+// close(2), FLUSH) waits for that commit and returns its error, in which
+// case the lease does not exist. With O_TRUNC or O_APPEND, Create itself
+// waits and returns the commit's error. Until the commit ends, the lease is
+// visible to no one else: listings leave it out, and a lookup of its name
+// (a stat, cat, rm, write, a second create) waits for the commit
+// (store.Reservation). Errors: ErrAccess, ErrNotPermitted for a new name
+// elsewhere, ErrNotDir, Open's errors for an existing node, the store's
+// store.ErrInvalidID, store.ErrNotFound, store.ErrTombstoned,
+// store.ErrRetiring, store.ErrIneligible, store.ErrLeaseConflict,
+// store.ErrReadOnly. A refusal in a generation's leases directory is
+// remembered as its last refusal.
+func (f *FS) Create(dir Node, name string, fl OpenFlags, c Caller) (cr Created, err error) {
 	if err := f.enter("create"); err != nil {
 		return Created{}, err
 	}
@@ -214,73 +254,101 @@ func (f *FS) Create(dir Node, name string, excl bool, c Caller) (cr Created, err
 		return Created{}, err
 	}
 	if dir.kind == KindIncomingEntryDir {
-		return f.createIncoming(dir, name, excl)
+		return f.createIncoming(dir, name, fl.Exclusive)
 	}
 	existing, err := f.Lookup(dir, name)
 	switch {
-	case err == nil && excl:
+	case err == nil && fl.Exclusive:
 		return Created{}, fmt.Errorf("create %q in %s: %w", name, dir, ErrExist)
-	case err == nil && existing.kind == KindLeaseFile:
-		l, err := f.lease(existing)
-		if err != nil {
-			return Created{}, err
-		}
-		return f.createdLease(existing, l)
 	case err == nil:
-		a, err := f.Attr(existing)
-		return Created{Node: existing, Attr: a}, err
+		return f.openExisting(existing, fl, c)
 	case !isNotFound(err):
 		return Created{}, err
 	}
-	var l store.Lease
-	var created bool
+	var r *store.Reservation
 	switch dir.kind {
 	case KindGenerationLeasesDir:
-		l, created, err = f.st.AcquireLease(dir.Generation(), name)
+		r, err = f.st.ReserveLease(dir.Generation(), name)
 	case KindKeyLeasesDir:
-		l, created, err = f.st.AcquireLeaseByKey(dir.name, name)
+		r, err = f.st.ReserveLeaseByKey(dir.name, name)
 	default:
 		return Created{}, fmt.Errorf("create %q in %s: files are created only in leases directories of a generation or key: %w", name, dir, ErrNotPermitted)
 	}
 	switch {
 	case err != nil:
 		return Created{}, fmt.Errorf("create lease %q in %s: %w", name, dir, err)
-	case !created && excl:
+	case !r.Created && fl.Exclusive:
 		return Created{}, fmt.Errorf("create lease %q in %s: %w", name, dir, ErrExist)
 	}
-	n, err := objectNode(KindLeaseFile, l.Seq, l.CloneID)
+	if fl.ackAtCreate() {
+		if err := r.Wait(); err != nil {
+			return Created{}, fmt.Errorf("create lease %q in %s: %w", name, dir, err)
+		}
+	}
+	n, err := objectNode(KindLeaseFile, r.Lease.Seq, r.Lease.CloneID)
 	if err != nil {
 		return Created{}, err
 	}
-	return f.createdLease(n, l)
+	a, data, err := f.leaseAttr(n, r.Lease)
+	if err != nil {
+		return Created{}, err
+	}
+	cmd := f.commands(n)
+	if r.Created {
+		cmd.created = &createdLease{res: r, dir: dir, attr: a}
+	}
+	return Created{Node: n, Attr: a, Handle: Handle{Data: data, Commands: cmd}}, nil
 }
 
-// Created is the lease file that Create made or found, with its
-// attributes and content as of the acquisition. Adapters answer the
-// create(2) from it rather than reading the store again: another caller
-// may release the lease in between, and the create must still succeed,
-// like an open(O_CREAT) of a file that is unlinked right after.
+// ackAtCreate reports whether a create with flags fl waits for its new
+// lease's commit before it returns, as every create did before the
+// acknowledgement moved to the close: O_TRUNC or O_APPEND, the opens of
+// shell redirections (`: > f`, `echo ... > f`, `>> f`), fopen "w" and
+// "a", Go's os.Create. Shells ignore the result of the close of a
+// redirection (dash and bash exit 0 when it fails), so for them the
+// create must be the acknowledgement. Every other create (touch, which
+// reports a failed close; open(O_CREAT) and open(O_CREAT|O_EXCL) callers
+// that check close(2)) is acknowledged at close.
+func (fl OpenFlags) ackAtCreate() bool { return fl.Truncate || fl.Append }
+
+// openExisting is Create of a name that exists: an open of node n with
+// fl. The attributes are those at the open (OpenAttr), so adapters answer
+// the create(2) from them rather than reading the store again.
+func (f *FS) openExisting(n Node, fl OpenFlags, c Caller) (Created, error) {
+	h, err := f.Open(n, fl, c)
+	if err != nil {
+		return Created{}, err
+	}
+	a, err := f.OpenAttr(n, h)
+	if err != nil {
+		h.closeFiles()
+		return Created{}, err
+	}
+	return Created{Node: n, Attr: a, Handle: h}, nil
+}
+
+// Created is the file that Create made or opened, with its attributes as
+// of the create and its open handle. Adapters answer the create(2) from
+// it rather than reading the store again: another caller may release the
+// lease in between, and the create must still succeed, like an
+// open(O_CREAT) of a file that is unlinked right after.
 type Created struct {
-	Node Node
-	Attr Attr
-	// Data is the lease record as `cat` shows it, for a lease file; nil
-	// for any other existing node, which the adapter opens with Open.
-	Data []byte
-	// Commands is the command stream of the lease file's new handle (a
-	// create opens for writing); nil with Data.
-	Commands *Commands
-	// Incoming is the open of a created incoming file.
-	Incoming *IncomingFile
+	Node   Node
+	Attr   Attr
+	Handle Handle
 }
 
-// Handle is the open handle of a created lease or incoming file.
-func (cr Created) Handle() Handle {
-	return Handle{Data: cr.Data, Commands: cr.Commands, Incoming: cr.Incoming}
-}
-
-func (f *FS) createdLease(n Node, l store.Lease) (Created, error) {
-	a, data, err := f.leaseAttr(n, l)
-	return Created{Node: n, Attr: a, Data: data, Commands: f.commands(n)}, err
+// Durable waits until the lease this create made is durable, and returns
+// the error of its commit (then the lease does not exist); nil at once
+// for anything else. It is Commands.Flush's wait, for adapters on a
+// platform whose close reports no error to the caller (WinFsp: its
+// CloseHandle cannot fail): they wait here, before answering the create,
+// so that the create is the acknowledgement there.
+func (cr Created) Durable() error {
+	if cr.Handle.Commands == nil {
+		return nil
+	}
+	return cr.Handle.Commands.awaitCreated()
 }
 
 // Remove is unlink(2) of name in dir by c. Only lease files can be

@@ -15,8 +15,7 @@ type op func(fx *fixture) error
 func create(path string, excl bool) op {
 	return func(fx *fixture) error {
 		dir, name := fx.parent(path)
-		_, err := fx.fs.Create(dir, name, excl, fx.caller)
-		return err
+		return createClosed(fx.fs, dir, name, excl, fx.caller)
 	}
 }
 

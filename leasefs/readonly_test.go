@@ -31,7 +31,7 @@ func TestDamagedIndexWhileServing(t *testing.T) {
 	if !strings.HasPrefix(got, "read_only: store is read-only since ") || !strings.Contains(got, "index is damaged") || strings.Count(got, "\n") != 1 {
 		t.Errorf("store of a damaged index = %q, want one read_only line naming the damage", got)
 	}
-	_, err = fx.fs.Create(leases, "c9", false, owner)
+	err = createClosed(fx.fs, leases, "c9", false, owner)
 	if e := ToErrno(err); e != EIO && e != EROFS {
 		t.Errorf("create lease in a damaged index: %v (%v), want EIO or EROFS", err, e)
 	}

@@ -12,51 +12,100 @@ import (
 	"templatefs/store/manifest"
 )
 
-// content renders a text, lease or ctl file. Texts are small and rendered on
-// every getattr and open, so a file never shows stale data.
+// content renders a text, lease or ctl file (ContentText, ContentCommands)
+// with its kind's render. Texts are small and rendered on every getattr and
+// open, so a file never shows stale data.
 func (f *FS) content(n Node) ([]byte, error) {
-	switch n.kind {
-	case KindStoreFile:
-		text, _, err := f.renderStore()
-		return text, err
-	case KindKeyFile:
-		k, err := f.key(n)
-		return []byte(k.Canonical), err
-	case KindKeyGenerationsFile:
-		text, _, err := f.renderKeyGenerations(n)
-		return text, err
-	case KindManifestFile:
-		return f.renderManifest(n.Generation())
-	case KindStatusFile:
-		g, err := f.st.Generation(n.Generation())
-		if err != nil {
-			return nil, err
-		}
-		text, _, err := f.renderStatus(g)
-		return text, err
-	case KindLeaseFile:
-		l, err := f.lease(n)
-		if err != nil {
-			return nil, err
-		}
-		return renderLease(l)
-	case KindMetricsFile:
-		return f.renderMetrics()
-	case KindCtlFile:
-		if _, err := f.st.Generation(n.Generation()); err != nil {
-			return nil, err
-		}
-		return ctlText, nil
-	case KindIncomingCtlFile, KindIncomingStatusFile:
-		if _, err := f.lookupIncomingDir(n.name); err != nil {
-			return nil, err
-		}
-		if n.kind == KindIncomingCtlFile {
-			return incomingCtlText, nil
-		}
-		return f.incomingStatusText(n.name), nil
+	r := n.kind.facts()
+	if r.content != ContentText && r.content != ContentCommands {
+		return nil, fmt.Errorf("render %s: not a text file", n)
 	}
-	return nil, fmt.Errorf("render %s: not a text file", n)
+	v, err := r.render(f, n)
+	return v.text, err
+}
+
+// The renders of the node table (kindFacts.render): each reads the
+// records the node shows and fails with store.ErrNotFound once they are
+// gone.
+
+func (f *FS) storeView(Node) (view, error) {
+	text, changed, err := f.renderStore()
+	return view{text, changed, changed}, err
+}
+
+// keyView is a key directory's, its leases directory's and its key
+// file's: the key's creation; the key file's text is the canonical key.
+func (f *FS) keyView(n Node) (view, error) {
+	k, err := f.key(n)
+	if err != nil {
+		return view{}, err
+	}
+	v := at(k.CreatedAt)
+	if n.kind == KindKeyFile {
+		v.text = []byte(k.Canonical)
+	}
+	return v, nil
+}
+
+func (f *FS) keyGenerationsView(n Node) (view, error) {
+	text, newest, err := f.renderKeyGenerations(n)
+	return view{text, newest, newest}, err
+}
+
+// generationView is a generation-scoped directory's: its publication.
+func (f *FS) generationView(n Node) (view, error) {
+	g, err := f.st.Generation(n.Generation())
+	if err != nil {
+		return view{}, err
+	}
+	return at(g.PublishedAt), nil
+}
+
+// generationDirView is generationView, but a tombstoned generation's
+// ctime is its tombstone's time: the rename into tombstones/ changed it.
+func (f *FS) generationDirView(n Node) (view, error) {
+	g, err := f.st.Generation(n.Generation())
+	if err != nil {
+		return view{}, err
+	}
+	v := at(g.PublishedAt)
+	if t := g.Tombstone; t != nil {
+		v.ctime = t.At
+	}
+	return v, nil
+}
+
+func (f *FS) manifestView(n Node) (view, error) {
+	v, err := f.generationView(n)
+	if err != nil {
+		return view{}, err
+	}
+	v.text, err = f.renderManifest(n.Generation())
+	return v, err
+}
+
+func (f *FS) ctlView(n Node) (view, error) {
+	v, err := f.generationView(n)
+	v.text = ctlText
+	return v, err
+}
+
+func (f *FS) statusView(n Node) (view, error) {
+	g, err := f.st.Generation(n.Generation())
+	if err != nil {
+		return view{}, err
+	}
+	text, changed, err := f.renderStatus(g)
+	return view{text, changed, changed}, err
+}
+
+func (f *FS) leaseView(n Node) (view, error) {
+	l, err := f.lease(n)
+	if err != nil {
+		return view{}, err
+	}
+	text, err := renderLease(l)
+	return view{text, leaseChanged(l), leaseChanged(l)}, err
 }
 
 // kv writes "key: value" lines.
@@ -106,6 +155,11 @@ func (f *FS) renderStore() ([]byte, time.Time, error) {
 	w.line("refuse_reboot", info.Settings.RefuseReboot)
 	w.line("refuse_other_host", info.Settings.RefuseOtherHost)
 	w.line("read_only", readOnly)
+	if f.storeLines != nil {
+		for _, l := range f.storeLines() {
+			w.b.WriteString(l + "\n")
+		}
+	}
 	return []byte(w.b.String()), latest(info.ChangedAt, readOnlySince), nil
 }
 
@@ -189,6 +243,7 @@ func (f *FS) renderStatus(g store.Generation) ([]byte, time.Time, error) {
 	w.line("state", g.State)
 	w.line("generation", g.ID)
 	w.line("key_id", g.KeyID)
+	w.line("fleet_id", g.FleetID())
 	w.line("published_at", g.PublishedAt)
 	w.line("captured_at", g.CaptureTime)
 	if t := g.Tombstone; t != nil {

@@ -150,7 +150,7 @@ func TestTreeConsistency(t *testing.T) {
 	}
 	gen := func(dir, g string, leases ...string) []string {
 		p := dir + "/" + g
-		out := []string{p, p + "/ctl", p + "/leases", p + "/manifest", p + "/payload", p + "/payload/manifest.bin",
+		out := []string{p, p + "/" + SumsFileName, p + "/ctl", p + "/leases", p + "/manifest", p + "/payload", p + "/payload/manifest.bin",
 			p + "/payload/memory.bin", p + "/payload/state.bin", p + "/status"}
 		for _, l := range leases {
 			out = append(out, p+"/leases/"+l)

@@ -1,44 +1,45 @@
 package leasefs
 
-// Extended attributes of payload files (project issue 5): each carries its
-// digest and generation, so a backup can be checked against the index
-// without the mount (getfattr -d -m user.templatefs).
-const (
-	// XattrSHA256 holds the payload's SHA-256 as 64 lowercase hex digits,
-	// the digest recorded at publication (store.Artifact.SHA256).
-	XattrSHA256 = "user.templatefs.sha256"
-	// XattrGeneration holds the payload's generation ID, e.g. "g000003".
-	XattrGeneration = "user.templatefs.generation"
+import (
+	"errors"
+	"slices"
+	"strings"
+
+	"templatefs/store"
 )
 
-// Xattr is one extended attribute: its name and value.
-type Xattr struct {
-	Name  string
-	Value []byte
-}
+// The tree has no extended attributes (project issue 10): `ls -l` asks
+// for two per file (security.selinux, system.posix_acl_access), the
+// kernel caches neither for FUSE, and each would be a round trip to the
+// daemon. Adapters answer every getxattr(2) and listxattr(2) with
+// ErrNoXattrs, whose errno is ENOSYS: on the first one the Linux kernel
+// records that the file system has no xattrs (fc->no_getxattr,
+// no_listxattr) and answers every later call itself, with EOPNOTSUPP. The
+// payload digests the user.templatefs.* attributes carried before are the
+// generation's SHA256SUMS file (renderSums); the generation ID is in the
+// path. A setxattr(2) or removexattr(2) is refused by ChangeXattr.
 
-// Xattrs returns n's extended attributes in a fixed order: XattrSHA256 and
-// XattrGeneration for payload files, none for every other node. Errors:
-// store.ErrNotFound when the node's generation is gone, or the store's
-// error.
-func (f *FS) Xattrs(n Node) ([]Xattr, error) {
-	if n.kind != KindPayloadFile {
-		return nil, nil
-	}
-	if err := f.enter("getxattr"); err != nil {
-		return nil, err
-	}
-	defer f.leave()
+// ErrNoXattrs is the answer to getxattr(2) and listxattr(2) of any node.
+var ErrNoXattrs = errors.New("the tree has no extended attributes")
+
+// SumsFileName is the file of a generation directory listing its
+// payload digests in `sha256sum -c` format.
+const SumsFileName = "SHA256SUMS"
+
+// sumsView renders <gen>/SHA256SUMS: one line "<sha256>  payload/<artifact>"
+// per published artifact (the digest recorded at publication), sorted by
+// name, so `cd <gen> && sha256sum -c SHA256SUMS` checks every payload.
+func (f *FS) sumsView(n Node) (view, error) {
 	g, err := f.st.Generation(n.Generation())
 	if err != nil {
-		return nil, err
+		return view{}, err
 	}
-	a, ok := g.Artifact(n.name)
-	if !ok {
-		return nil, notFound(Node{kind: KindPayloadDir, num: n.num}, n.name)
+	arts := slices.SortedFunc(slices.Values(g.Artifacts), func(a, b store.Artifact) int { return strings.Compare(a.Name, b.Name) })
+	var b strings.Builder
+	for _, a := range arts {
+		b.WriteString(a.SHA256 + "  " + KindPayloadDir.facts().entry + "/" + a.Name + "\n")
 	}
-	return []Xattr{
-		{Name: XattrSHA256, Value: []byte(a.SHA256)},
-		{Name: XattrGeneration, Value: []byte(g.ID.String())},
-	}, nil
+	v := at(g.PublishedAt)
+	v.text = []byte(b.String())
+	return v, nil
 }

@@ -3,37 +3,48 @@ package store
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
 
-// AcquireLease grants clone cloneID a lease on generation gen in one bbolt
-// transaction: it checks that the generation exists, is published and is
-// eligible (Eligibility, from host facts read just before the
-// transaction), assigns the next fencing sequence number and a random
-// 16-byte launch ID, and commits the record in state Reserved before
-// returning. created reports whether this call made the lease: a retry
-// with the same clone ID and generation returns the existing lease
-// unchanged (created false), even if the generation has since been
-// tombstoned or become ineligible. Errors: ErrInvalidID (clone ID, see
-// ValidateCloneID), ErrNotFound (generation), ErrLeaseConflict (the clone
-// holds a lease on another generation), ErrTombstoned, ErrRetiring,
-// ErrIneligible (the message gives the reason), the host's read error.
-//
-// The transaction is a group commit shared with concurrent acquisitions
-// (groupCommitter): it returns once its own record is durable.
+// AcquireLease grants clone cloneID a lease on generation gen and returns
+// once its record is durable: ReserveLease, then Reservation.Wait. created
+// reports whether this call made the lease: a retry with the same clone
+// ID and generation returns the existing lease unchanged (created false),
+// even if the generation has since been tombstoned or become ineligible.
+// Errors: ReserveLease's, and the commit's (Wait): then no lease exists.
 func (s *Store) AcquireLease(gen GenerationID, cloneID string) (lease Lease, created bool, err error) {
 	return s.acquireLease(gen, cloneID, s.commits.update)
+}
+
+// ReserveLease grants clone cloneID a lease on generation gen in memory
+// and starts the group commit of its record, without waiting for it (see
+// Reservation): it checks, in one read transaction, that the generation
+// exists, is published and is eligible (Eligibility, from host facts read
+// just before), assigns the next fencing sequence number and a random
+// 16-byte launch ID, and returns the Reserved lease. The commit checks
+// the generation again and writes the record; Reservation.Wait returns
+// its outcome. A retry with the same clone ID and generation returns the
+// existing lease (Created false, already durable). Errors: ErrInvalidID
+// (clone ID, see ValidateCloneID), ErrNotFound (generation),
+// ErrLeaseConflict (the clone holds a lease on another generation),
+// ErrTombstoned, ErrRetiring, ErrIneligible (the message gives the
+// reason), ErrReadOnly, the host's read error.
+func (s *Store) ReserveLease(gen GenerationID, cloneID string) (*Reservation, error) {
+	return s.reserve(s.commits.update, cloneID, generationRoute(gen, cloneID))
 }
 
 // acquireLease is AcquireLease committing through update: the group
 // committer, or bolt.DB.Update as the serial baseline benchmarks compare
 // it with.
 func (s *Store) acquireLease(gen GenerationID, cloneID string, update func(func(*bolt.Tx) error) error) (lease Lease, created bool, err error) {
-	return s.acquire(update, cloneID, acquireRoute{
+	return s.acquire(update, cloneID, generationRoute(gen, cloneID))
+}
+
+// generationRoute acquires cloneID on generation gen.
+func generationRoute(gen GenerationID, cloneID string) acquireRoute {
+	return acquireRoute{
 		held: func(l Lease) error {
 			if l.Generation != gen {
 				return fmt.Errorf("lease %q is on generation %s, not %s: %w", cloneID, l.Generation, gen, ErrLeaseConflict)
@@ -50,7 +61,7 @@ func (s *Store) acquireLease(gen GenerationID, cloneID string, update func(func(
 			}
 			return g, nil
 		},
-	})
+	}
 }
 
 // acquireRoute is how an acquisition names what it wants: a generation
@@ -69,65 +80,23 @@ type acquireRoute struct {
 	choose func(tx *bolt.Tx, facts HostFacts, factsErr error) (Generation, error)
 }
 
-// acquire is the one acquisition path, committing through update: it
-// validates cloneID, draws a launch ID, reads the host facts, and in one
-// transaction returns the clone's existing lease if route.held accepts it
-// (created false), else grants a Reserved lease on the generation
-// route.choose picks. Once the record is durable it logs and emits
-// lease-created.
+// acquire reserves cloneID's lease along route (reserve), committing
+// through update, and waits for the commit.
 func (s *Store) acquire(update func(func(*bolt.Tx) error) error, cloneID string, route acquireRoute) (lease Lease, created bool, err error) {
-	defer s.observeLeaseOp("create", time.Now(), &err)
-	if err := ValidateCloneID(cloneID); err != nil {
-		return Lease{}, false, err
-	}
-	launch, err := newLaunchID()
+	r, err := s.reserve(update, cloneID, route)
 	if err != nil {
 		return Lease{}, false, err
 	}
-	facts, factsErr := s.host.Facts()
-	err = update(func(tx *bolt.Tx) error {
-		found, err := getJSON(tx.Bucket(bucketLeases), []byte(cloneID), &lease)
-		if err != nil {
-			return err
-		}
-		if found {
-			if err := route.held(lease); err != nil {
-				return err
-			}
-			return errUnchanged
-		}
-		g, err := route.choose(tx, facts, factsErr)
-		if err != nil {
-			return err
-		}
-		lease, err = s.grantLease(tx, g, cloneID, launch)
-		return err
-	})
-	switch {
-	case errors.Is(err, errUnchanged):
-		return lease, false, nil
-	case err != nil:
+	if err := r.Wait(); err != nil {
 		return Lease{}, false, err
 	}
-	failpoint("lease-committed")
-	attrs := []any{"clone", cloneID}
-	if route.key != "" {
-		attrs = append(attrs, "key", route.key)
-	}
-	s.log.Info("lease acquired", append(attrs, "generation", lease.Generation.String(), "seq", lease.Seq)...)
-	s.emit(Event{Kind: EventLeaseCreated, Generation: lease.Generation, KeyID: lease.KeyID, CloneID: cloneID, LeaseSeq: lease.Seq})
-	return lease, true, nil
+	return r.Lease, r.Created, nil
 }
 
-// grantLease writes a new Reserved lease of cloneID on g and its index
-// row, assigning the next fencing sequence number.
-func (s *Store) grantLease(tx *bolt.Tx, g Generation, cloneID, launch string) (Lease, error) {
-	leases := tx.Bucket(bucketLeases)
-	seq, err := leases.NextSequence()
-	if err != nil {
-		return Lease{}, err
-	}
-	lease := Lease{
+// newLease is a new Reserved lease of cloneID on g with fencing sequence
+// number seq and launch ID launch.
+func (s *Store) newLease(g Generation, cloneID, launch string, seq uint64) Lease {
+	return Lease{
 		CloneID:    cloneID,
 		Generation: g.ID,
 		KeyID:      g.KeyID,
@@ -136,18 +105,30 @@ func (s *Store) grantLease(tx *bolt.Tx, g Generation, cloneID, launch string) (L
 		CreatedAt:  s.now().UTC(),
 		State:      Reserved,
 	}
-	if err := putJSON(leases, []byte(cloneID), lease); err != nil {
-		return Lease{}, err
+}
+
+// putLease writes the record of new lease l and its index row, and
+// raises the leases bucket's sequence to l.Seq if it is below (the
+// numbers are handed out in memory, reserve).
+func (s *Store) putLease(tx *bolt.Tx, l Lease) error {
+	leases := tx.Bucket(bucketLeases)
+	if leases.Sequence() < l.Seq {
+		if err := leases.SetSequence(l.Seq); err != nil {
+			return err
+		}
+	}
+	if err := putJSON(leases, []byte(l.CloneID), l); err != nil {
+		return err
 	}
 	s.countLease(tx, "", Reserved)
-	gl, err := tx.Bucket(bucketGenerationLeases).CreateBucketIfNotExists(genKey(g.ID))
+	gl, err := tx.Bucket(bucketGenerationLeases).CreateBucketIfNotExists(genKey(l.Generation))
 	if err != nil {
-		return Lease{}, err
+		return err
 	}
-	if err := gl.Put([]byte(cloneID), nil); err != nil {
-		return Lease{}, err
+	if err := gl.Put([]byte(l.CloneID), nil); err != nil {
+		return err
 	}
-	return lease, s.leasesChanged(tx, g.ID)
+	return s.leasesChanged(tx, l.Generation)
 }
 
 // newLaunchID returns 16 random bytes as lowercase hex.

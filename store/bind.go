@@ -59,6 +59,7 @@ func (s *Store) bindLease(cloneID string, seq uint64, pid int, r bindRoute) (_ L
 	if err := ValidateCloneID(cloneID); err != nil {
 		return Lease{}, err
 	}
+	s.awaitClone(cloneID) // a lease whose commit is running: bind its outcome
 	switch {
 	case pid <= 0:
 		return Lease{}, fmt.Errorf("bind lease %q: pid %d: want a positive process ID: %w", cloneID, pid, ErrInvalidID)

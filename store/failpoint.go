@@ -16,7 +16,10 @@ import (
 // check that reopening the store recovers. Kill points sit after a step,
 // most after a commit. Names in use:
 // publish-reserved, publish-copied-<artifact>, publish-renamed,
-// lease-committed (AcquireLease, AcquireLeaseByKey), tombstone-committed,
+// lease-committed (the group commit of a reserved lease, ReserveLease,
+// ReserveLeaseByKey), lease-awaited (Reservation.Wait entered: a close of
+// the creating descriptor, before the lease's commit is known to have
+// ended), tombstone-committed,
 // lift-committed, retire-intent-committed, retire-record-deleted,
 // retire-payload-deleted, settings-committed, repair-index-committed,
 // bind-committed, release-marked (Releasing committed, exit not yet
@@ -91,7 +94,7 @@ const (
 	faultPublishRename      // publication: rename of staging/<gen> to payload/<gen>
 	faultPublishFsyncParent // publication: fsync of staging/ and payload/ after the rename
 	faultPublishCommit      // publication: commit of the generation record
-	faultLeaseCommit        // lease creation (group commit: AcquireLease, AcquireLeaseByKey)
+	faultLeaseCommit        // lease creation (the group commit of a reservation: ReserveLease, ReserveLeaseByKey)
 	faultBindCommit         // BindLease
 	faultReleaseBegin       // ReleaseLease, KillLease: commit of Releasing (or of a Reserved lease's deletion)
 	faultReleaseFinish      // ReleaseLease, KillLease: commit of the lease's deletion
@@ -115,6 +118,8 @@ const (
 	faultRestoreFsyncParent // Restore: fsync of the store's parent after the rename
 	faultAutoBindCommit     // BindLaunched: commit of a bind at a payload open
 	faultCancelCommit       // CancelLease: commit of the reserved lease's deletion
+	faultFleetQueueCommit   // QueueFleet, FleetDequeue: commit of the fleet queue
+	faultFleetViewCommit    // ApplyFleet, ResyncFleet: commit of the fleet view and revision
 
 	numFaultPoints
 )
@@ -153,6 +158,8 @@ var faultPointNames = [numFaultPoints]string{
 	faultRestoreFsyncParent: "restore-fsync-parent",
 	faultAutoBindCommit:     "autobind-commit",
 	faultCancelCommit:       "cancel-commit",
+	faultFleetQueueCommit:   "fleet-queue-commit",
+	faultFleetViewCommit:    "fleet-view-commit",
 }
 
 func (p faultPoint) String() string { return faultPointNames[p] }

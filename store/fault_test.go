@@ -468,6 +468,17 @@ func faultRows() []faultRow {
 			op: func(f *faultFixture) error { _, err := f.st.Tombstone(f.g.ID, 0); return err },
 		},
 		{
+			name: "fleet-queue-commit", readOnly: true,
+			op: func(f *faultFixture) error {
+				_, err := f.st.QueueFleet(FleetQueued{FleetID: f.g.FleetID(), Tombstone: true})
+				return err
+			},
+		},
+		{
+			name: "fleet-view-commit", readOnly: true,
+			op: func(f *faultFixture) error { return f.st.ResyncFleet(3, map[string][]byte{}) },
+		},
+		{
 			name: "lift-commit", readOnly: true,
 			setup: func(f *faultFixture, t *testing.T) {
 				if _, err := f.st.Tombstone(f.g.ID, 0); err != nil {

@@ -13,9 +13,16 @@ import (
 // state to Tombstoned and records the time and the caller's uid. New
 // leases are refused from then on; granted leases keep working. It is
 // idempotent: tombstoning a tombstoned or retiring generation returns its
-// record unchanged. Errors: ErrNotFound.
+// record unchanged. With Options.Fleet the same transaction queues the
+// tombstone for the fleet (QueueFleet). Errors: ErrNotFound.
 func (s *Store) Tombstone(gen GenerationID, uid uint32) (Generation, error) {
-	g, changed, err := s.changeGeneration(faultTombstoneCommit, gen, func(g *Generation) error {
+	return s.tombstone(gen, uid, s.queueFor(true, uid))
+}
+
+// tombstone is Tombstone, with queue (if not nil) run in its transaction
+// once the state has changed.
+func (s *Store) tombstone(gen GenerationID, uid uint32, queue func(*bolt.Tx, *Generation) error) (Generation, error) {
+	g, changed, err := s.changeGeneration(faultTombstoneCommit, gen, queue, func(g *Generation) error {
 		if g.State != Published {
 			return errUnchanged
 		}
@@ -35,9 +42,17 @@ func (s *Store) Tombstone(gen GenerationID, uid uint32) (Generation, error) {
 // it sets the state back to Published and clears the tombstone record, so
 // new leases may be granted again (eligibility still applies). Lifting a
 // published generation changes nothing and returns its record. Errors:
-// ErrNotFound, ErrRetiring.
+// ErrNotFound, ErrRetiring. With Options.Fleet the same transaction
+// queues the lift for the fleet (QueueFleet); the caller's uid is not
+// known here, so the queued lift names the daemon's.
 func (s *Store) Lift(gen GenerationID) (Generation, error) {
-	g, changed, err := s.changeGeneration(faultLiftCommit, gen, func(g *Generation) error {
+	return s.lift(gen, s.queueFor(false, uint32(s.uid)))
+}
+
+// lift is Lift, with queue (if not nil) run in its transaction once the
+// state has changed.
+func (s *Store) lift(gen GenerationID, queue func(*bolt.Tx, *Generation) error) (Generation, error) {
+	g, changed, err := s.changeGeneration(faultLiftCommit, gen, queue, func(g *Generation) error {
 		switch g.State {
 		case Published:
 			return errUnchanged
@@ -70,7 +85,7 @@ func (s *Store) Lift(gen GenerationID) (Generation, error) {
 // finishes it. Publication IDs are never reused. Errors: ErrNotFound,
 // ErrNotTombstoned (the generation is published).
 func (s *Store) Retire(gen GenerationID, uid uint32) (Generation, error) {
-	g, changed, err := s.changeGeneration(faultRetireIntent, gen, func(g *Generation) error {
+	g, changed, err := s.changeGeneration(faultRetireIntent, gen, nil, func(g *Generation) error {
 		switch g.State {
 		case Retiring:
 			return errUnchanged
@@ -98,8 +113,10 @@ func (s *Store) Retire(gen GenerationID, uid uint32) (Generation, error) {
 // the record as it is (nothing is written; changed is false) or another
 // error to refuse (nothing is written; that error is returned). On success
 // or errUnchanged it returns the record as stored. Errors: ErrNotFound,
-// change's own, a failed commit's (at error point p).
-func (s *Store) changeGeneration(p faultPoint, gen GenerationID, change func(*Generation) error) (g Generation, changed bool, err error) {
+// change's own, queue's, a failed commit's (at error point p). queue, if
+// not nil, runs in the same transaction after a change, with the changed
+// record.
+func (s *Store) changeGeneration(p faultPoint, gen GenerationID, queue func(*bolt.Tx, *Generation) error, change func(*Generation) error) (g Generation, changed bool, err error) {
 	err = s.update(p, func(tx *bolt.Tx) error {
 		var err error
 		if g, err = getGeneration(tx, gen); err != nil {
@@ -111,6 +128,11 @@ func (s *Store) changeGeneration(p faultPoint, gen GenerationID, change func(*Ge
 		}
 		s.countGeneration(tx, before, g.State)
 		g.StateChangedAt = s.now().UTC()
+		if queue != nil {
+			if err := queue(tx, &g); err != nil {
+				return err
+			}
+		}
 		return putJSON(tx.Bucket(bucketGenerations), genKey(gen), g)
 	})
 	switch {

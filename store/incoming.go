@@ -175,6 +175,13 @@ func (s *Store) RemoveIncoming(name string) error {
 // ErrCaptureChanged, and Publish's errors. A refusal leaves the directory
 // as it was.
 func (s *Store) PublishIncoming(name string) (Generation, error) {
+	return s.publishIncoming(name, nil, nil)
+}
+
+// publishIncoming is PublishIncoming; a non-nil expect is the generation
+// the capture must become (a pull, pull.go), checked before anything is
+// committed, and progress (may be nil) sees the hashing.
+func (s *Store) publishIncoming(name string, expect *Expected, progress Progress) (Generation, error) {
 	dir, err := s.IncomingPath(name)
 	if err != nil {
 		return Generation{}, err
@@ -191,7 +198,7 @@ func (s *Store) PublishIncoming(name string) (Generation, error) {
 	}
 	s.incomingLinks.Lock() // until the incoming names are gone: see openPayloadFile
 	defer s.incomingLinks.Unlock()
-	g, _, err := s.publish(filepath.Join(dir, IncomingCaptureDir), class, PublishOptions{Duplicate: true, link: true})
+	g, _, err := s.publish(filepath.Join(dir, IncomingCaptureDir), class, PublishOptions{Duplicate: true, link: true, expect: expect, Progress: progress})
 	if classRefused(err) {
 		err = fmt.Errorf("%w: %s: %w", ErrCapture, IncomingClassFile, err)
 	}

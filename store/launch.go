@@ -64,6 +64,7 @@ func (s *Store) BindLaunched(gen GenerationID, pid int) (lease Lease, matched bo
 	case launch == "":
 		return Lease{}, false, nil
 	}
+	s.awaitLaunch(launch)
 	lease, found, err := s.leaseByLaunch(gen, launch)
 	switch {
 	case err != nil:

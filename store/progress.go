@@ -69,3 +69,13 @@ func (c countingHash) Write(b []byte) (int, error) {
 	}
 	return c.Hash.Write(b)
 }
+
+// Interrupted returns ErrInterrupted once the store is interrupted
+// (Interrupt), nil before: a long step outside the store (a push's
+// upload, a pull's download) checks it after every block.
+func (s *Store) Interrupted() error {
+	if s.interrupted.Load() {
+		return ErrInterrupted
+	}
+	return nil
+}

@@ -84,6 +84,11 @@ type PublishOptions struct {
 	// after step 4 hard-link them into staging/<gen>/ (linkArtifacts)
 	// instead of copying them.
 	link bool
+	// expect, if not nil, is the key ID and artifacts the capture must
+	// have (a pulled generation): any difference refuses it with
+	// ErrExpectedDiffers, the key before an ID is reserved, each
+	// artifact's digest after it is hashed, before any commit.
+	expect *Expected
 }
 
 // PublishWith is Publish when opts.Duplicate, PublishIfNew otherwise,
@@ -106,6 +111,9 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, opts Publis
 		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
 	}
 	keyID := key.ID()
+	if err := opts.expect.checkKey(keyID, c); err != nil {
+		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
+	}
 	before, err := captureStamps(c)
 	if err != nil {
 		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
@@ -168,6 +176,9 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, opts Publis
 			return Generation{}, false, fmt.Errorf("publish %s: %w: %s: the copy differs from the bytes validated; publish it again once nothing writes to it", captureDir, ErrCaptureChanged, f.Name)
 		}
 		g.Artifacts = append(g.Artifacts, Artifact{Name: f.Name, Size: f.Size, SHA256: digest})
+		if err := opts.expect.checkArtifact(len(g.Artifacts)-1, g.Artifacts[len(g.Artifacts)-1]); err != nil {
+			return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
+		}
 		failpoint("publish-copied-" + f.Name)
 		if afterCopyHook != nil {
 			afterCopyHook(f.Name)

@@ -111,11 +111,13 @@ func (s *Store) KeyGenerations(keyID string) ([]GenerationID, error) {
 }
 
 // Lease returns the lease of cloneID, or ErrNotFound (ErrInvalidID for a
-// malformed clone ID).
+// malformed clone ID). A reservation of cloneID whose commit is running
+// (Reservation) is waited for first, so the answer is its outcome.
 func (s *Store) Lease(cloneID string) (Lease, error) {
 	if err := ValidateCloneID(cloneID); err != nil {
 		return Lease{}, err
 	}
+	s.awaitClone(cloneID)
 	var l Lease
 	err := s.db.View(func(tx *bolt.Tx) error {
 		found, err := getJSON(tx.Bucket(bucketLeases), []byte(cloneID), &l)

@@ -15,8 +15,8 @@ const maxReasons = 8
 
 // AcquireLeaseByKey grants clone cloneID a lease on the newest capture
 // among the generations of key keyID that are published (not tombstoned or
-// retiring) and eligible (Eligibility), in one bbolt transaction; the lease
-// record names the generation chosen. Nothing falls back to an ineligible
+// retiring) and eligible (Eligibility); the lease record names the
+// generation chosen. Nothing falls back to an ineligible
 // generation.
 //
 // Newest means youngest by the age eligibility measures, not last
@@ -30,14 +30,30 @@ const maxReasons = 8
 // clone ID), ErrNotFound (unknown key, or a key with no generations left),
 // ErrLeaseConflict (the clone holds a lease under another key),
 // ErrIneligible (no generation qualifies; the message lists each one and
-// why), the host's read error. Like AcquireLease it commits in a group
-// shared with concurrent acquisitions and returns once its record is
-// durable.
+// why), the host's read error. Like AcquireLease it returns once its
+// record is durable (ReserveLeaseByKey, then Reservation.Wait).
 func (s *Store) AcquireLeaseByKey(keyID, cloneID string) (lease Lease, created bool, err error) {
 	if err := ValidateKeyID(keyID); err != nil {
 		return Lease{}, false, err
 	}
-	return s.acquire(s.commits.update, cloneID, acquireRoute{
+	return s.acquire(s.commits.update, cloneID, keyRoute(keyID, cloneID))
+}
+
+// ReserveLeaseByKey is AcquireLeaseByKey without the wait for the commit,
+// as ReserveLease is AcquireLease's (see Reservation): the generation is
+// chosen, and the eligibility decided, in one read transaction, and the
+// commit checks the chosen generation again. Errors: AcquireLeaseByKey's
+// (ErrReadOnly too); the commit's come from Reservation.Wait.
+func (s *Store) ReserveLeaseByKey(keyID, cloneID string) (*Reservation, error) {
+	if err := ValidateKeyID(keyID); err != nil {
+		return nil, err
+	}
+	return s.reserve(s.commits.update, cloneID, keyRoute(keyID, cloneID))
+}
+
+// keyRoute acquires cloneID on the newest eligible capture of key keyID.
+func keyRoute(keyID, cloneID string) acquireRoute {
+	return acquireRoute{
 		key: keyID,
 		held: func(l Lease) error {
 			if l.KeyID != keyID {
@@ -48,7 +64,7 @@ func (s *Store) AcquireLeaseByKey(keyID, cloneID string) (lease Lease, created b
 		choose: func(tx *bolt.Tx, facts HostFacts, factsErr error) (Generation, error) {
 			return newestEligible(tx, keyID, cloneID, facts, factsErr)
 		},
-	})
+	}
 }
 
 // newestEligible picks the generation AcquireLeaseByKey grants cloneID a

@@ -18,7 +18,8 @@ func leaseStore(b *testing.B, n int) *Store {
 	for i := 0; i < n; {
 		err := st.db.Update(func(tx *bolt.Tx) error {
 			for end := min(i+1000, n); i < end; i++ {
-				if _, err := st.grantLease(tx, g, fmt.Sprintf("clone-%07d", i), "00000000000000000000000000000000"); err != nil {
+				l := st.newLease(g, fmt.Sprintf("clone-%07d", i), "00000000000000000000000000000000", uint64(i+1))
+				if err := st.putLease(tx, l); err != nil {
 					return err
 				}
 			}

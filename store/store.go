@@ -53,6 +53,10 @@ type Options struct {
 	// read-only Check (templatefs fsck) reports them instead. Check with
 	// Repair fixes them.
 	NoRecover bool
+	// Fleet makes every Tombstone and Lift also queue the change for the
+	// fleet (fleet/queue, QueueFleet) in its own transaction, for a
+	// daemon that has joined one (templatefs mount --fleet-etcd).
+	Fleet bool
 	// Observer is told what the store does, for metrics; nil means
 	// nobody is.
 	Observer Observer
@@ -74,9 +78,13 @@ type Store struct {
 
 	procs Processes
 	host  Host
+	fleet bool // Options.Fleet: local tombstones and lifts are queued (fleet.go)
 
 	// commits runs lease acquisitions as group commits (commit.go).
 	commits *groupCommitter
+	// reserved holds the leases granted and not yet committed
+	// (reserve.go).
+	reserved reservations
 
 	// obs is told what the store does (observer.go); counts keeps the
 	// records per state for it (statecounts.go), and countsWalk
@@ -228,7 +236,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, uid: os.Geteuid(), procs: opts.Processes, obs: opts.Observer}
+	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, uid: os.Geteuid(), procs: opts.Processes, fleet: opts.Fleet, obs: opts.Observer}
 	if s.obs == nil {
 		s.obs = noObserver{}
 	}
@@ -284,6 +292,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.lock.Close()
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
+	s.reserved.byClone = map[string]*Reservation{}
 	s.commits = newGroupCommitter(func(fn func(*bolt.Tx) error) error { return s.update(faultLeaseCommit, fn) })
 	s.commits.observe = s.obs.GroupCommit
 	if s.root, err = openDir(dir); err != nil {
@@ -361,6 +370,7 @@ func (s *Store) Close() error {
 		t.stop()
 	}
 	s.events.closeAll()
+	s.reserved.commits.Wait() // each ends its reservation, committed or not
 	var err error
 	if s.db != nil {
 		err = s.db.Close()

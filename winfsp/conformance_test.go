@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 
 // mountFunc is the conformance.MountFunc of cgofuse.
 func mountFunc(lfs *leasefs.FS, mnt string, opts conformance.MountOptions) (func() error, error) {
-	m, err := mount(mnt, lfs, MountOptions{AllowOther: opts.AllowOther}, opts.Requests)
+	m, err := mount(mnt, lfs, MountOptions{AllowOther: opts.AllowOther}, opts.Requests, opts.Xattrs)
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,8 @@ func toFuse(e leasefs.Errno) int {
 		return -fuse.ENOTCONN
 	case leasefs.EINTR:
 		return -fuse.EINTR
+	case leasefs.ENOSYS:
+		return -fuse.ENOSYS
 	}
 	return -fuse.EIO
 }

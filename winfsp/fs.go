@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,12 @@ import (
 
 // noHandle is the fh cgofuse passes when a call has no open handle.
 const noHandle = ^uint64(0)
+
+// closeReportsErrors says whether close(2) returns what Flush returns.
+// libfuse passes a FLUSH's error to close(2); WinFsp's FUSE layer calls
+// flush from its Close, whose result reaches no one (CloseHandle cannot
+// fail), so there a create waits for its lease's commit (Create).
+const closeReportsErrors = runtime.GOOS != "windows"
 
 // handle is one open file: the leasefs node it was opened on (later
 // operations on the handle use it, not the path: WinFsp keeps the path it
@@ -45,10 +52,14 @@ type fileSystem struct {
 	// LOOKUP and GETATTR with one), so tests can measure what the kernel
 	// caches (docs/windows.md, "Timeouts"). Set before the mount.
 	requests *atomic.Int64
+	// xattrRequests, if set, counts Getxattr and Listxattr callbacks, so
+	// tests can check that the kernel stops asking. Set before the mount.
+	xattrRequests *atomic.Int64
 
 	mu      sync.Mutex
 	handles map[uint64]*handle
-	next    uint64
+	dirs    map[uint64]*dirCursor // open directories (dir.go)
+	next    uint64                // the last handle number given out, file or directory
 }
 
 // newFileSystem serves lfs; on Windows it first tells lfs who may change
@@ -65,7 +76,7 @@ func newFileSystem(lfs *leasefs.FS, ready func()) (*fileSystem, error) {
 	if owners != nil {
 		lfs.SetOwners(owners)
 	}
-	return &fileSystem{lfs: lfs, init: ready, handles: map[uint64]*handle{}}, nil
+	return &fileSystem{lfs: lfs, init: ready, handles: map[uint64]*handle{}, dirs: map[uint64]*dirCursor{}}, nil
 }
 
 // rel turns a cgofuse path ("/", "/generations/g000001") into the io/fs
@@ -239,55 +250,12 @@ func (f *fileSystem) Getattr(p string, st *fuse.Stat_t, fh uint64) int {
 	return 0
 }
 
-// Opendir checks that p is a directory; listings need no handle.
-func (f *fileSystem) Opendir(p string) (int, uint64) {
-	n, err := f.walk(p)
-	switch {
-	case err != nil:
-		return errnoOf(err), noHandle
-	case !n.IsDir():
-		return -fuse.ENOTDIR, noHandle
-	}
-	return 0, noHandle
-}
-
-// Releasedir has nothing to release.
-func (f *fileSystem) Releasedir(p string, fh uint64) int { return 0 }
-
-// Readdir lists the whole directory in one call (offset 0 to fill) with
-// each entry's stat, so readdir-plus and WinFsp need no Getattr per entry
-// and d_ino equals st_ino (use_ino). An entry that vanishes between the
-// listing and its stat is left out.
-func (f *fileSystem) Readdir(p string, fill func(name string, st *fuse.Stat_t, ofst int64) bool, ofst int64, fh uint64) int {
-	n, err := f.walk(p)
-	if err != nil {
-		return errnoOf(err)
-	}
-	entries, err := f.lfs.ReadDir(n)
-	if err != nil {
-		return errnoOf(err)
-	}
-	fill(".", nil, 0)
-	fill("..", nil, 0)
-	for _, e := range entries {
-		a, err := f.lfs.Attr(e.Node)
-		if err != nil {
-			continue
-		}
-		var st fuse.Stat_t
-		fillStat(a, &st)
-		if !fill(e.Name, &st, 0) {
-			break
-		}
-	}
-	return 0
-}
-
 func openFlags(flags int) leasefs.OpenFlags {
 	return leasefs.OpenFlags{
-		Write:    flags&fuse.O_ACCMODE != fuse.O_RDONLY,
-		Truncate: flags&fuse.O_TRUNC != 0,
-		Append:   flags&fuse.O_APPEND != 0,
+		Write:     flags&fuse.O_ACCMODE != fuse.O_RDONLY,
+		Truncate:  flags&fuse.O_TRUNC != 0,
+		Append:    flags&fuse.O_APPEND != 0,
+		Exclusive: flags&fuse.O_EXCL != 0,
 	}
 }
 
@@ -300,34 +268,30 @@ func (f *fileSystem) Open(p string, flags int) (int, uint64) {
 	}
 	of := openFlags(flags)
 	h, err := f.lfs.Open(n, of, f.callerOf())
-	switch {
-	case err != nil && (of.Write || of.Truncate):
-		return f.refuse("open", p, err), noHandle
-	case err != nil:
-		return errnoOf(err), noHandle
+	if err != nil {
+		return toFuse(f.lfs.OpenErrno(rel(p), of, err)), noHandle
 	}
 	return f.add(n, p, h)
 }
 
-// Create acquires a lease with leasefs.FS.Create and opens it; elsewhere
-// leasefs refuses.
+// Create reserves a lease, creates an incoming file, or opens an
+// existing name, with leasefs.FS.Create; elsewhere leasefs refuses. A new
+// lease is acknowledged where the platform can report an error: at
+// close through libfuse (Flush waits for its commit), at the create
+// itself on WinFsp, whose close reports nothing (closeReportsErrors).
 func (f *fileSystem) Create(p string, flags int, mode uint32) (int, uint64) {
 	dir, name, err := f.parent(p)
 	if err != nil {
 		return errnoOf(err), noHandle
 	}
-	c := f.callerOf()
-	cr, err := f.lfs.Create(dir, name, flags&fuse.O_EXCL != 0, c)
+	cr, err := f.lfs.Create(dir, name, openFlags(flags), f.callerOf())
+	if err == nil && !closeReportsErrors {
+		err = cr.Durable()
+	}
 	if err != nil {
 		return f.refuse("create", p, err), noHandle
 	}
-	h := cr.Handle()
-	if cr.Data == nil && cr.Incoming == nil {
-		if h, err = f.lfs.Open(cr.Node, openFlags(flags), c); err != nil {
-			return f.refuse("open", p, err), noHandle
-		}
-	}
-	return f.add(cr.Node, p, h)
+	return f.add(cr.Node, p, cr.Handle)
 }
 
 // file returns the open file behind a handle: a payload's or incoming
@@ -387,8 +351,11 @@ func (f *fileSystem) Write(p string, buff []byte, ofst int64, fh uint64) int {
 	return n
 }
 
-// Flush is each close of the handle: it runs a final command written
-// without a newline (leasefs.Commands.Flush), and close returns its error.
+// Flush is each close of the handle: on the handle of the create that
+// reserved a lease it waits for the lease's commit, and it runs a final
+// command written without a newline (leasefs.Commands.Flush); close
+// returns the error (through libfuse; WinFsp's close returns nothing,
+// closeReportsErrors).
 func (f *fileSystem) Flush(p string, fh uint64) int {
 	h, ok := f.get(fh)
 	if !ok || h.h.Commands == nil {
@@ -406,8 +373,8 @@ func (f *fileSystem) Fsync(p string, datasync bool, fh uint64) int {
 	return 0
 }
 
-// Release runs what no Flush ran (its error reaches no one and is only
-// logged), closes the handle's file or events stream, if any, and forgets
+// Release runs what no Flush ran and waits for a created lease's commit
+// (its error reaches no one and is only logged), closes the handle's file or events stream, if any, and forgets
 // the handle.
 func (f *fileSystem) Release(p string, fh uint64) int {
 	f.mu.Lock()
@@ -588,39 +555,23 @@ func (f *fileSystem) changeXattr(op, p, name string) int {
 	return f.refuse(op, p, f.lfs.ChangeXattr(n, name, f.callerOf()))
 }
 
-// Getxattr returns one of leasefs.FS.Xattrs (payload digests and
-// generations); any other name is ENOATTR.
+// Getxattr answers leasefs.ErrNoXattrs (ENOSYS) for every path: the
+// tree has no extended attributes, and on that answer the Linux kernel
+// stops sending getxattr for the whole mount, so `ls -l` costs no round
+// trip per file.
 func (f *fileSystem) Getxattr(p, name string) (int, []byte) {
-	n, err := f.walk(p)
-	if err != nil {
-		return errnoOf(err), nil
-	}
-	xs, err := f.lfs.Xattrs(n)
-	if err != nil {
-		return errnoOf(err), nil
-	}
-	for _, x := range xs {
-		if x.Name == name {
-			return 0, x.Value
-		}
-	}
-	return -fuse.ENOATTR, nil
+	f.countXattr()
+	return errnoOf(leasefs.ErrNoXattrs), nil
 }
 
-// Listxattr lists the names of leasefs.FS.Xattrs.
+// Listxattr answers leasefs.ErrNoXattrs, as Getxattr.
 func (f *fileSystem) Listxattr(p string, fill func(name string) bool) int {
-	n, err := f.walk(p)
-	if err != nil {
-		return errnoOf(err)
+	f.countXattr()
+	return errnoOf(leasefs.ErrNoXattrs)
+}
+
+func (f *fileSystem) countXattr() {
+	if f.xattrRequests != nil {
+		f.xattrRequests.Add(1)
 	}
-	xs, err := f.lfs.Xattrs(n)
-	if err != nil {
-		return errnoOf(err)
-	}
-	for _, x := range xs {
-		if !fill(x.Name) {
-			return -fuse.ERANGE
-		}
-	}
-	return 0
 }

@@ -95,6 +95,9 @@ func TestCommandUsageErrors(t *testing.T) {
 			extraMessage := argCountMessage(cmd, len(args)+1)
 			if cmd.more != "" { // any number may follow, but this is no GEN
 				extraMessage = fmt.Sprintf("%s %q is not a generation ID (such as g000001)", cmd.more, extra)
+				if cmd.name == "fleet" { // it also takes fleet IDs
+					extraMessage += " nor a fleet ID (64 lowercase hex digits)"
+				}
 			}
 			cases := []struct {
 				name, message string

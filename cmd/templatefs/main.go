@@ -77,6 +77,36 @@ whose files change while publish reads them) leaves the store as it was.`,
 			prepare: preparePublish,
 		},
 		{
+			name:    "push",
+			args:    []string{"STORE", "GEN", "REF"},
+			summary: "upload a generation to an OCI registry; the last line is REF@digest",
+			about: `Upload generation GEN of STORE to the OCI registry repository and tag REF
+(registry.example/templates/name:tag) as an OCI artifact: manifest.bin,
+state.bin, memory.bin and scratch.img, each in the sparse encoding (holes
+are not sent), and a config with the capture class and key that pull
+needs to publish it with the same key ID on another host. Blobs the
+registry holds already are not sent again. Only a published generation
+is pushed. Credentials come from the Docker configuration, as docker and
+oras read it (docker login, credential helpers).`,
+			example: "templatefs push /srv/templates g000001 registry.example/templates/web:v1",
+			prepare: preparePush,
+		},
+		{
+			name:    "pull",
+			args:    []string{"REF", "STORE"},
+			summary: "download a generation from an OCI registry and publish it; the last line is its ID",
+			about: `Download the generation that push uploaded to REF into a staging directory
+of STORE (incoming/pull-<digest>/), verify every blob's digest and every
+artifact's SHA-256, and publish it with the key ID it had on its source
+host, holes restored. Prints the local generation ID on the last line. If
+STORE holds the same generation already, nothing is copied and that ID is
+printed. An interrupted pull (killed, registry down) keeps the artifacts
+it verified: the next pull of REF downloads only the rest. Nothing is
+published on any failure.`,
+			example: "templatefs pull registry.example/templates/web:v1 /srv/templates",
+			prepare: preparePull,
+		},
+		{
 			name:    "mount",
 			args:    []string{"STORE", "MNT"},
 			summary: "serve STORE at MNT in the foreground until SIGINT or SIGTERM",
@@ -129,6 +159,26 @@ artifact matches, 1 when any does not or a GEN is not in the store.`,
 Without flags nothing in STORE changes.`,
 			example: "templatefs settings --restore-window 72h --refuse-reboot /srv/templates",
 			prepare: prepareSettings,
+		},
+		{
+			name:    "fleet",
+			args:    []string{"ACTION", "STORE"},
+			more:    "ID",
+			summary: "tombstone or lift a template on every host of the fleet, or show the fleet state",
+			about: `ACTION is tombstone, lift or status. tombstone and lift quarantine (or
+release) each template named, by a generation ID of STORE (g000001) or a
+fleet ID (64 hex digits, as status and generations/<gen>/status show it),
+on every host of the fleet: the change is committed to STORE's fleet queue
+before the command returns and applied to STORE's own generations of that
+template; the daemon of STORE, mounted with --fleet-etcd, writes it to
+etcd (at once, or when etcd answers again) and every host's daemon applies
+it within about a second. A fleet ID STORE does not hold is quarantined
+on the hosts that do. Leases already granted keep working; retirement
+stays each host's own (rmdir). status prints the daemon's link to the
+fleet (connected or disconnected, revision, queued changes) and each
+generation's fleet ID and state.`,
+			example: "templatefs fleet tombstone --reason 'CVE-2026-1234' /srv/templates g000001",
+			prepare: prepareFleet,
 		},
 		{
 			name:    "restore",

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"templatefs/internal/control"
+	"templatefs/internal/fleet"
 	"templatefs/internal/metrics"
 	"templatefs/leasefs"
 	"templatefs/store"
@@ -31,6 +32,8 @@ type mountConfig struct {
 	allowOther    bool
 	debug         bool
 	noPassthrough bool
+	fleetEtcd     string // etcd client URLs, comma-separated; noFleet when the host is in no fleet
+	fleetPrefix   string
 	metricsListen string // --metrics-listen ADDR, "" for none
 	// metrics is the daemon's registry, which the backend feeds with its
 	// requests; nil for none.
@@ -43,6 +46,8 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	fl.BoolVar(&cfg.allowOther, "allow-other", false, "let other users read the mount (FUSE allow_other; as non-root, needs user_allow_other in /etc/fuse.conf)")
 	fl.BoolVar(&cfg.debug, "debug", false, "log every FUSE request and reply")
 	fl.BoolVar(&cfg.noPassthrough, "no-passthrough", false, "serve payload reads through the daemon instead of FUSE passthrough (go-fuse)")
+	fl.StringVar(&cfg.fleetEtcd, "fleet-etcd", noFleet, "join the fleet whose etcd answers at these client `URLS` (comma-separated): tombstones and lifts become fleet-wide (docs/fleet.md)")
+	fl.StringVar(&cfg.fleetPrefix, "fleet-prefix", fleet.DefaultPrefix, "the fleet's etcd key `PREFIX` (with --fleet-etcd)")
 	fl.StringVar(&cfg.metricsListen, "metrics-listen", "", "also serve MNT/metrics (Prometheus text) over HTTP: GET http://`ADDR`/metrics, ADDR being host:port such as 127.0.0.1:9470 (port 0: a free one, logged); anyone who can reach it can read it")
 	pos, err := parseFlags(fl, args)
 	if err != nil {
@@ -55,7 +60,7 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 		return supervise()
 	}
 	cfg.metrics = metrics.New()
-	st, err := openForMount(pos[0], cfg.metrics)
+	st, err := openForMount(pos[0], store.Options{Fleet: cfg.fleetEtcd != noFleet, Observer: cfg.metrics})
 	if err != nil {
 		return err
 	}
@@ -64,7 +69,16 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	if err := checkMountpoint(pos[1], st.Dir()); err != nil {
 		return err
 	}
-	if d.lfs, err = leasefs.New(st, leasefs.Options{Observer: cfg.metrics, Metrics: cfg.metrics.Render}); err != nil {
+	lopts := leasefs.Options{Observer: cfg.metrics, Metrics: cfg.metrics.Render}
+	if cfg.fleetEtcd != noFleet {
+		m, stop, err := joinFleet(st, cfg.fleetEtcd, cfg.fleetPrefix)
+		if err != nil {
+			return err
+		}
+		d.OnStop("the fleet session", stop) // registered first: it stops last
+		lopts.StoreLines = fleetLines(m)
+	}
+	if d.lfs, err = leasefs.New(st, lopts); err != nil {
 		return err
 	}
 	// Services that take operations on the store start here and register
@@ -93,6 +107,9 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	})
 }
 
+// noFleet is --fleet-etcd's default: the host is in no fleet.
+const noFleet = "none"
+
 // takeoverWait bounds how long mount waits for the store's lock, and
 // liveWait how long it waits while a daemon answers on the store's
 // control socket: a daemon that got SIGTERM stops serving the socket
@@ -104,14 +121,14 @@ const (
 	liveWait     = time.Second
 )
 
-// openForMount opens the store in dir for a daemon, observed by obs,
-// waiting while the store is in use (takeoverWait, liveWait) for a
-// stopping daemon or a command to let it go.
-func openForMount(dir string, obs store.Observer) (*store.Store, error) {
+// openForMount opens the store in dir with opts for a daemon, waiting while the
+// store is in use (takeoverWait, liveWait) for a stopping daemon or a
+// command to let it go.
+func openForMount(dir string, opts store.Options) (*store.Store, error) {
 	start := time.Now()
 	var served time.Time // since when a daemon has answered, continuously
 	for {
-		st, err := store.Open(dir, store.Options{Observer: obs})
+		st, err := store.Open(dir, opts)
 		if !errors.Is(err, store.ErrStoreInUse) {
 			return st, err
 		}

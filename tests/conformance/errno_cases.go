@@ -109,14 +109,6 @@ func testErrnos(t *testing.T, b Backend) {
 			}
 			return err
 		},
-		"ENODATA": func() error {
-			_, err := unix.Getxattr(e.path("generations/g000001/payload/state.bin"), "user.other", make([]byte, 128))
-			return err
-		},
-		"ERANGE": func() error {
-			_, err := unix.Getxattr(e.path("generations/g000001/payload/state.bin"), leasefs.XattrSHA256, make([]byte, 8))
-			return err
-		},
 	}
 	for _, o := range leasefs.OtherErrnos() {
 		call, ok := calls[o.Name]

@@ -44,6 +44,9 @@ type MountOptions struct {
 	// and GETATTR request that reaches it, so a case can measure what the
 	// kernel caches.
 	Requests *atomic.Int64
+	// Xattrs, if set, is incremented by the backend for every GETXATTR
+	// and LISTXATTR request that reaches it.
+	Xattrs *atomic.Int64
 }
 
 // MountFunc mounts lfs at the directory mnt with opts and returns once it

@@ -32,8 +32,8 @@ func testMountTree(t *testing.T, b Backend) {
 	}
 	// root, store, store.db, tombstones, retiring, incoming; keys/ with
 	// one key, its two files, its leases/ and lease c1 there; generations/
-	// with 3 x 9 nodes and lease c1; leases/ with c1.
-	if want := 6 + 6 + 1 + 3*9 + 1 + 2; len(inos) != want {
+	// with 3 x 10 nodes and lease c1; leases/ with c1.
+	if want := 6 + 6 + 1 + 3*10 + 1 + 2; len(inos) != want {
 		t.Errorf("walk found %d paths, want %d", len(inos), want)
 	}
 	if got := e.names("."); !slices.Equal(got, []string{"generations", "incoming", "keys", "leases", "retiring", "store", "store.db", "tombstones"}) {

@@ -18,7 +18,8 @@ var cases = []struct {
 }{
 	{"MountTree", testMountTree},
 	{"Payload", testPayload},
-	{"Xattrs", testXattrs},
+	{"NoXattrs", testNoXattrs},
+	{"Sums", testSums},
 	{"AttrCache", testAttrCache},
 	{"Leases", testLeases},
 	{"Tombstone", testTombstone},
@@ -40,6 +41,7 @@ var cases = []struct {
 	{"Events", testEvents},
 	{"LaunchBind", testLaunchBind},
 	{"ReservedLeaseStays", testReservedLeaseStays},
+	{"Listing", testListing},
 }
 
 // Run runs every case against b, each as a subtest with its own store

@@ -3,43 +3,95 @@
 package conformance
 
 import (
-	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
-	"templatefs/leasefs"
-	"templatefs/store/manifest"
+	"templatefs/store"
 )
 
-// testXattrs reads the extended attributes of a payload (its digest and
-// generation, leasefs.FS.Xattrs) and checks that other nodes have none.
-func testXattrs(t *testing.T, b Backend) {
-	e := newEnv(t, b)
-	g := e.gens[0]
-	a, ok := g.Artifact(manifest.StateFileName)
-	if !ok {
-		t.Fatalf("generation %s has no %s", g.ID, manifest.StateFileName)
-	}
-	rel := "generations/g000001/payload/" + manifest.StateFileName
-	buf := make([]byte, 256)
-	for name, want := range map[string]string{leasefs.XattrSHA256: a.SHA256, leasefs.XattrGeneration: g.ID.String()} {
-		n, err := unix.Getxattr(e.path(rel), name, buf)
-		if err != nil || !bytes.Equal(buf[:n], []byte(want)) {
-			t.Errorf("getxattr %s %s: %q, %v; want %q", rel, name, buf[:max(n, 0)], err, want)
+// xattrLeases is how many lease files testNoXattrs lists.
+const xattrLeases = 300
+
+// testNoXattrs: the tree has no extended attributes, and the backend
+// answers so that the kernel stops asking: across `ls -l` of hundreds of
+// files, `ls -lR` of the mount and getfattr of a payload, at most one
+// GETXATTR and one LISTXATTR reach the daemon, and every call fails with
+// EOPNOTSUPP. A setxattr stays refused (EROFS).
+func testNoXattrs(t *testing.T, b Backend) {
+	var xattrs atomic.Int64
+	e := newEnvWith(t, b, MountOptions{Xattrs: &xattrs}, t.TempDir())
+	for i := range xattrLeases {
+		if _, _, err := e.st.AcquireLease(e.gens[0].ID, fmt.Sprintf("x%03d", i)); err != nil {
+			t.Fatal(err)
 		}
 	}
-	n, err := unix.Listxattr(e.path(rel), buf)
+	out, err := exec.Command("ls", "-l", e.path("leases")).CombinedOutput()
 	if err != nil {
-		t.Fatalf("listxattr %s: %v", rel, err)
+		t.Fatalf("ls -l leases: %v: %s", err, out)
 	}
-	names := strings.Split(strings.TrimSuffix(string(buf[:n]), "\x00"), "\x00")
-	if want := []string{leasefs.XattrSHA256, leasefs.XattrGeneration}; !slices.Equal(names, want) {
-		t.Errorf("listxattr %s: %q, want %q", rel, names, want)
+	if n := strings.Count(string(out), "\n-rw-r--r-- 3 "); n < xattrLeases {
+		t.Errorf("ls -l leases lists %d lease files, want at least %d:\n%s", n, xattrLeases, out)
 	}
-	_, err = unix.Getxattr(e.path("generations/g000001/status"), leasefs.XattrSHA256, buf)
-	wantErrno(t, "getxattr of status", err, syscall.ENODATA)
+	if out, err := exec.Command("ls", "-lR", e.mnt).CombinedOutput(); err != nil {
+		t.Fatalf("ls -lR: %v: %s", err, out)
+	}
+	rel := "generations/g000001/payload/state.bin"
+	if out, err := exec.Command("getfattr", "-d", "-m", "-", e.path(rel)).CombinedOutput(); strings.TrimSpace(string(out)) != "" && !strings.Contains(string(out), "Operation not supported") {
+		t.Errorf("getfattr -d %s: %v: %q, want nothing", rel, err, out)
+	}
+	for _, p := range []string{rel, "generations/g000001/status", "leases/x000", "."} {
+		_, err := unix.Getxattr(e.path(p), "user.templatefs.sha256", make([]byte, 128))
+		wantErrno(t, "getxattr "+p, err, syscall.EOPNOTSUPP)
+		_, err = unix.Listxattr(e.path(p), make([]byte, 128))
+		wantErrno(t, "listxattr "+p, err, syscall.EOPNOTSUPP)
+	}
+	wantErrno(t, "setxattr "+rel, unix.Setxattr(e.path(rel), "user.x", []byte("1"), 0), syscall.EROFS)
+	t.Logf("%d GETXATTR and LISTXATTR requests reached the daemon", xattrs.Load())
+	if n := xattrs.Load(); n > 2 {
+		t.Errorf("%d GETXATTR and LISTXATTR requests reached the daemon across %d files, want at most one of each", n, xattrLeases)
+	}
+}
+
+// testSums: each generation's SHA256SUMS checks its payloads with
+// `sha256sum -c` run in the generation directory, under generations/ and
+// tombstones/ alike, listing every published artifact once, sorted by
+// name, with the digest the store recorded.
+func testSums(t *testing.T, b Backend) {
+	e := newEnv(t, b)
+	last := e.gens[len(e.gens)-1].ID.String()
+	if err := os.Rename(e.path("generations/"+last), e.path("tombstones/"+last)); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range e.gens {
+		dir := "generations/" + g.ID.String()
+		if g.ID.String() == last {
+			dir = "tombstones/" + last
+		}
+		cmd := exec.Command("sha256sum", "--strict", "-c", "SHA256SUMS")
+		cmd.Dir = e.path(dir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("%s: sha256sum -c SHA256SUMS: %v: %s", dir, err, out)
+		}
+		arts := slices.SortedFunc(slices.Values(g.Artifacts), func(a, b store.Artifact) int { return strings.Compare(a.Name, b.Name) })
+		var want, checked []string
+		for _, a := range arts {
+			want = append(want, a.SHA256+"  payload/"+a.Name+"\n")
+			checked = append(checked, "payload/"+a.Name+": OK\n")
+		}
+		if got := string(out); got != strings.Join(checked, "") {
+			t.Errorf("%s: sha256sum -c printed\n%s\nwant\n%s", dir, got, strings.Join(checked, ""))
+		}
+		if got := e.read(dir + "/SHA256SUMS"); got != strings.Join(want, "") {
+			t.Errorf("%s: SHA256SUMS:\n%s\nwant\n%s", dir, got, strings.Join(want, ""))
+		}
+	}
 }

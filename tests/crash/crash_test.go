@@ -108,6 +108,14 @@ func scenarios() []scenario {
 		// acknowledged.
 		wantLease(t, v, "new", g1, store.Reserved)
 	}
+	// maybeNewLease: a lease whose create was never acknowledged may
+	// exist (its commit ended before the kill) or not; if it does, it is
+	// the reserved lease on g1 the create asked for.
+	maybeNewLease := func(t *testing.T, f *fixture, v *view) {
+		if _, ok := v.leases["new"]; ok {
+			wantLease(t, v, "new", g1, store.Reserved)
+		}
+	}
 	tombstonedG1 := func(t *testing.T, f *fixture, v *view) {
 		wantGens(t, v, map[string]store.GenerationState{g1: store.Tombstoned})
 		wantLease(t, v, "held", g1, store.Reserved)
@@ -179,6 +187,26 @@ func scenarios() []scenario {
 		{
 			name: "lease-committed/key", via: viaMount,
 			op: mountOp("touch", "MNT/keys/{key}/leases/new"), check: newLease,
+		},
+		{
+			// Killed between create and close: the create was answered
+			// (the lease reserved, its commit started), the close waits
+			// for the commit. Never acknowledged; the commit may or may
+			// not have reached the disk, and either way the store is
+			// consistent.
+			name: "lease-awaited/touch", via: viaMount,
+			op: mountOp("touch", "MNT/generations/"+g1+"/leases/new"), check: maybeNewLease,
+		},
+		{
+			name: "lease-awaited/key", via: viaMount,
+			op: mountOp("touch", "MNT/keys/{key}/leases/new"), check: maybeNewLease,
+		},
+		{
+			// open(O_CREAT|O_EXCL), a write of `pid N` before the close:
+			// the write waits for the lease's commit.
+			name: "lease-awaited/write", via: viaMount,
+			op:    mountOp("sh", "-c", `set -C; echo "pid $$" > "$1"`, "sh", "MNT/generations/"+g1+"/leases/new"),
+			check: maybeNewLease,
 		},
 		{
 			name: "tombstone-committed/mv", via: viaMount,

@@ -42,8 +42,25 @@ func TestFaultsThroughMount(t *testing.T) {
 		strerr string   // what the tool prints for the errno
 		setup  func(t *testing.T, f *fixture)
 	}{
+		// A lease create is acknowledged at close (touch reports a
+		// failed close: "failed to close"), or, with O_TRUNC or O_APPEND
+		// (shell redirections, which ignore close's result), at the
+		// open; either way the tool fails.
 		{spec: "lease-commit:ENOSPC", op: []string{"touch", "MNT/generations/" + g1 + "/leases/x"}, strerr: noSpace},
 		{spec: "lease-commit:EIO", op: []string{"touch", "MNT/keys/{key}/leases/x"}, strerr: ioError},
+		{spec: "lease-commit:EIO", op: []string{"sh", "-c", `: > "$1"`, "sh", "MNT/generations/" + g1 + "/leases/x"}, strerr: ioError},
+		{spec: "lease-commit:ENOSPC", op: []string{"bash", "-c", `: >> "$1"`, "bash", "MNT/keys/{key}/leases/x"}, strerr: noSpace},
+		{
+			// Open (O_TRUNC: the open waits for the commit), write, close.
+			spec: "lease-commit:EIO", op: echo("pid {pid}", "MNT/generations/"+g1+"/leases/x"), strerr: ioError,
+			setup: func(t *testing.T, f *fixture) { f.proc = harness.Sleeper(t) },
+		},
+		{
+			// Open with O_EXCL and no O_TRUNC (noclobber), write, close:
+			// the write waits for the commit and fails with its errno.
+			spec: "lease-commit:EIO", op: []string{"bash", "-c", `set -C; echo "pid $2" > "$1"`, "bash", "MNT/generations/" + g1 + "/leases/x", "{pid}"}, strerr: ioError,
+			setup: func(t *testing.T, f *fixture) { f.proc = harness.Sleeper(t) },
+		},
 		{spec: "tombstone-commit:EIO", op: echo("tombstone", "MNT/generations/"+g1+"/ctl"), strerr: ioError},
 		{spec: "tombstone-commit:ENOSPC", op: []string{"mv", "MNT/generations/" + g1, "MNT/tombstones/"}, strerr: noSpace},
 		{

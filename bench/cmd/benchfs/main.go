@@ -6,30 +6,30 @@
 // stderr.
 //
 //	benchfs capture OUTDIR SIZE          OUTDIR/capture with a dense memory.bin, OUTDIR/class.json
-//	benchfs read FILE                    sequential read, 1 MiB at a time: MiB/s
+//	benchfs read [-for SECONDS] [-cold] FILE [EVICT...]  sequential reads of FILE, 1 MiB at a time, again until SECONDS have passed; -cold drops the page cache before each pass (EVICT: more files to evict where drop_caches is not permitted): MiB/s
 //	benchfs evict FILE...                drop the files' clean cached pages (POSIX_FADV_DONTNEED)
 //	benchfs fsync DIR COUNT              durable records, temp + fsync + rename + dir fsync each: records/s
 //	benchfs create DIR[:DIR...] CALLERS COUNT PREFIX  COUNT files O_CREAT|O_EXCL + close from CALLERS goroutines, caller k in the k-th DIR: files/s
-//	benchfs stat FILE COUNT              stat(2) latency, 99th percentile: µs
+//	benchfs stat COUNT FILE...           stat(2) latency of each FILE, COUNT stats each, the files taken in turn: 99th percentile per FILE, one line each, µs
 //	benchfs leases STORE GEN COUNT CALLERS   COUNT leases by store.AcquireLease (store not mounted): leases/s
 package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"templatefs/bench/internal/cli"
+	"templatefs/bench/internal/parallel"
 	"templatefs/internal/sample"
 	"templatefs/store"
 	"templatefs/store/manifest"
@@ -40,58 +40,38 @@ const chunk = 1 << 20
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(errors.New("usage: benchfs capture|read|evict|fsync|create|stat|leases ARGS (see the package doc)"))
+		cli.Fail(errors.New("usage: benchfs capture|read|evict|fsync|create|stat|leases ARGS (see the package doc)"))
 	}
 	args := os.Args[2:]
 	var err error
 	switch cmd := os.Args[1]; cmd {
 	case "capture":
-		err = withArgs(args, 2, func() error { return capture(args[0], args[1]) })
+		err = cli.WithArgs(args, 2, func() error { return capture(args[0], args[1]) })
 	case "read":
-		err = withArgs(args, 1, func() error { return read(args[0]) })
+		err = read(args)
 	case "evict":
 		err = evict(args)
 	case "fsync":
-		err = withArgs(args, 2, func() error { return fsyncRecords(args[0], args[1]) })
+		err = cli.WithArgs(args, 2, func() error { return fsyncRecords(args[0], args[1]) })
 	case "create":
-		err = withArgs(args, 4, func() error { return create(args[0], args[1], args[2], args[3]) })
+		err = cli.WithArgs(args, 4, func() error { return create(args[0], args[1], args[2], args[3]) })
 	case "stat":
-		err = withArgs(args, 2, func() error { return statLatency(args[0], args[1]) })
+		err = statLatency(args)
 	case "leases":
-		err = withArgs(args, 4, func() error { return leases(args[0], args[1], args[2], args[3]) })
+		err = cli.WithArgs(args, 4, func() error { return leases(args[0], args[1], args[2], args[3]) })
 	default:
 		err = fmt.Errorf("unknown subcommand %q", cmd)
 	}
 	if err != nil {
-		fail(err)
+		cli.Fail(err)
 	}
-}
-
-func fail(err error) {
-	fmt.Fprintf(os.Stderr, "benchfs: %v\n", err)
-	os.Exit(1)
-}
-
-func withArgs(args []string, n int, f func() error) error {
-	if len(args) != n {
-		return fmt.Errorf("want %d arguments, got %d", n, len(args))
-	}
-	return f()
-}
-
-func count(s string) (int, error) {
-	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("count %q: want a positive integer", s)
-	}
-	return n, nil
 }
 
 // capture writes a sample capture anchored on this host now, as
 // `templatefs sample-capture` does, then fills every hole of memory.bin so
 // that reading it reads the disk (sample captures are sparse).
 func capture(out, sizeArg string) error {
-	size, err := count(sizeArg)
+	size, err := cli.Count(sizeArg)
 	if err != nil {
 		return err
 	}
@@ -143,30 +123,66 @@ func densify(path string, size int64) error {
 	return f.Close()
 }
 
-// read reads path from start to end and prints MiB/s.
-func read(path string) error {
+// read reads a file from start to end, again and again until the time
+// given by -for has passed (one pass at least), and prints MiB/s over the
+// passes: a short read is too noisy to compare. With -cold each pass
+// starts with the page cache dropped (drop_caches where permitted, else
+// the clean pages of the file and of each EVICT file); the drop is not
+// timed.
+func read(args []string) error {
+	flags := flag.NewFlagSet("read", flag.ContinueOnError)
+	secs := flags.Float64("for", 0, "read again until `SECONDS` have passed")
+	cold := flags.Bool("cold", false, "drop the page cache before each pass")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	if flags.NArg() < 1 {
+		return errors.New("read: want FILE [EVICT...]")
+	}
+	path := flags.Arg(0)
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	buf := make([]byte, chunk)
-	start := time.Now()
 	var total int64
-	for {
-		n, err := f.Read(buf)
-		total += int64(n)
-		if err == io.EOF {
-			break
+	var took time.Duration
+	passes := 0
+	for passes == 0 || took.Seconds() < *secs {
+		if *cold {
+			if err := dropCache(flags.Args()); err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return fmt.Errorf("%s at %d: %w", path, total, err)
+		start := time.Now()
+		for off := int64(0); ; {
+			n, err := f.ReadAt(buf, off)
+			off += int64(n)
+			total += int64(n)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("%s at %d: %w", path, off, err)
+			}
 		}
+		took += time.Since(start)
+		passes++
 	}
-	secs := time.Since(start).Seconds()
-	fmt.Fprintf(os.Stderr, "read %s: %d bytes in %.3f s\n", path, total, secs)
-	fmt.Printf("%.1f\n", float64(total)/(1<<20)/secs)
+	fmt.Fprintf(os.Stderr, "read %s: %d bytes in %d passes, %.3f s\n", path, total, passes, took.Seconds())
+	fmt.Printf("%.1f\n", float64(total)/(1<<20)/took.Seconds())
 	return nil
+}
+
+// dropCache makes the next read of each of paths come from the disk:
+// sync, then drop_caches where permitted, else evict the files' pages.
+func dropCache(paths []string) error {
+	unix.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0); err == nil {
+		return nil
+	}
+	return evict(paths)
 }
 
 // evict asks the kernel to drop each file's clean cached pages, the
@@ -194,7 +210,7 @@ var record = []byte(`{"clone_id":"clone-000000","store_generation":"g000001","se
 // file-per-record way to persist what a lease persists. It prints
 // records/s.
 func fsyncRecords(dir, countArg string) error {
-	n, err := count(countArg)
+	n, err := cli.Count(countArg)
 	if err != nil {
 		return err
 	}
@@ -238,64 +254,60 @@ func fsyncRecords(dir, countArg string) error {
 // their number), as orchestrators that give each template its own
 // generation do. Any failed create fails the run.
 func create(dirs, callersArg, countArg, prefix string) error {
-	callers, err := count(callersArg)
+	callers, err := cli.Count(callersArg)
 	if err != nil {
 		return err
 	}
-	n, err := count(countArg)
+	n, err := cli.Count(countArg)
 	if err != nil {
 		return err
 	}
-	var next atomic.Int64
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	start := time.Now()
 	dirList := strings.Split(dirs, ":")
-	for k := range callers {
-		dir := dirList[k%len(dirList)]
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
-				fd, err := unix.Open(filepath.Join(dir, fmt.Sprintf("%s-%07d", prefix, i)), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
-				if err == nil {
-					err = unix.Close(fd)
-				}
-				if err != nil {
-					mu.Lock()
-					if first == nil {
-						first = fmt.Errorf("create %s-%07d in %s: %w", prefix, i, dir, err)
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		})
+	rate, err := parallel.Rate(callers, n, func(caller, i int) error {
+		path := filepath.Join(dirList[caller%len(dirList)], fmt.Sprintf("%s-%07d", prefix, i))
+		fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+		if err == nil {
+			err = unix.Close(fd)
+		}
+		if err != nil {
+			return fmt.Errorf("create %s: %w", path, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	fmt.Printf("%.1f\n", float64(n)/time.Since(start).Seconds())
+	fmt.Printf("%.1f\n", rate)
 	return nil
 }
 
-// statLatency stats path count times and prints the 99th percentile in µs.
-func statLatency(path, countArg string) error {
-	n, err := count(countArg)
+// statLatency stats each of paths count times, the paths taken in turn
+// (so each sees the same moments of the machine), and prints the 99th
+// percentile of each path's latencies in µs, one line per path in order.
+func statLatency(args []string) error {
+	if len(args) < 2 {
+		return errors.New("stat: want COUNT FILE...")
+	}
+	n, err := cli.Count(args[0])
 	if err != nil {
 		return err
 	}
-	lat := make([]time.Duration, n)
+	paths := args[1:]
+	lat := make([][]time.Duration, len(paths))
 	var st unix.Stat_t
-	for i := range lat {
-		start := time.Now()
-		if err := unix.Stat(path, &st); err != nil {
-			return fmt.Errorf("stat %s: %w", path, err)
+	for range n {
+		for k, path := range paths {
+			start := time.Now()
+			if err := unix.Stat(path, &st); err != nil {
+				return fmt.Errorf("stat %s: %w", path, err)
+			}
+			lat[k] = append(lat[k], time.Since(start))
 		}
-		lat[i] = time.Since(start)
 	}
-	slices.Sort(lat)
-	fmt.Printf("%.1f\n", float64(lat[n*99/100].Nanoseconds())/1e3)
+	for _, l := range lat {
+		slices.Sort(l)
+		fmt.Printf("%.1f\n", float64(l[n*99/100].Nanoseconds())/1e3)
+	}
 	return nil
 }
 
@@ -307,11 +319,11 @@ func leases(dir, genArg, countArg, callersArg string) error {
 	if err != nil {
 		return err
 	}
-	n, err := count(countArg)
+	n, err := cli.Count(countArg)
 	if err != nil {
 		return err
 	}
-	callers, err := count(callersArg)
+	callers, err := cli.Count(callersArg)
 	if err != nil {
 		return err
 	}
@@ -320,32 +332,19 @@ func leases(dir, genArg, countArg, callersArg string) error {
 		return err
 	}
 	defer st.Close()
-	var next atomic.Int64
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
 	start := time.Now()
-	for range callers {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
-				if _, _, err := st.AcquireLease(gen, fmt.Sprintf("clone-%07d", i)); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					return
-				}
-				if i%100000 == 99999 {
-					fmt.Fprintf(os.Stderr, "leases: %d of %d after %.1f s\n", i+1, n, time.Since(start).Seconds())
-				}
-			}
-		})
+	rate, err := parallel.Rate(callers, n, func(_, i int) error {
+		if _, _, err := st.AcquireLease(gen, fmt.Sprintf("clone-%07d", i)); err != nil {
+			return err
+		}
+		if i%100000 == 99999 {
+			fmt.Fprintf(os.Stderr, "leases: %d of %d after %.1f s\n", i+1, n, time.Since(start).Seconds())
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	fmt.Printf("%.1f\n", float64(n)/time.Since(start).Seconds())
+	fmt.Printf("%.1f\n", rate)
 	return st.Close()
 }

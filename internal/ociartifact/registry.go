@@ -1,0 +1,42 @@
+package ociartifact
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/credentials"
+	"oras.land/oras-go/v2/registry/remote/retry"
+)
+
+// Registry is a repository in an OCI registry.
+type Registry = *remote.Repository
+
+// Repository returns the repository of ref ("registry.example/templates/
+// name:tag") and its tag, authenticating with the credentials of the Docker
+// configuration directory dockerConfig (its config.json, credential
+// helpers included, as docker and oras read it; a missing file means
+// anonymous access). plainHTTP talks HTTP instead of HTTPS, for a registry
+// on loopback or a trusted network. ref must name a tag or a digest.
+func Repository(ref string, plainHTTP bool, dockerConfig string) (Registry, string, error) {
+	repo, err := remote.NewRepository(ref)
+	if err != nil {
+		return nil, "", fmt.Errorf("reference %q: %w", ref, err)
+	}
+	tag := repo.Reference.Reference
+	if tag == "" {
+		return nil, "", fmt.Errorf("reference %q names no tag: want REGISTRY/REPOSITORY:TAG (or, to pull, REGISTRY/REPOSITORY@sha256:DIGEST)", ref)
+	}
+	creds, err := credentials.NewStore(filepath.Join(dockerConfig, "config.json"), credentials.StoreOptions{})
+	if err != nil {
+		return nil, "", fmt.Errorf("registry credentials: %w", err)
+	}
+	repo.PlainHTTP = plainHTTP
+	repo.Client = &auth.Client{
+		Client:     retry.DefaultClient,
+		Cache:      auth.NewCache(),
+		Credential: credentials.Credential(creds),
+	}
+	return repo, tag, nil
+}
