@@ -280,12 +280,17 @@ func (f *FS) Refuse(op, path string, err error) Errno {
 	}
 	r, ok := matchRow(err)
 	e := r.Errno
+	if f.obs != nil {
+		reason := r.Name
+		if !ok {
+			reason = unmatchedReason
+		}
+		f.obs.Refused(e.String(), reason)
+	}
 	if !ok {
-		f.obs.Refused(e.String(), unmatchedReason)
 		f.log.Error("refused", "op", op, "path", path, "errno", e.String(), "err", err.Error(), "chain", chain(err))
 		return e
 	}
-	f.obs.Refused(e.String(), r.Name)
 	f.log.Warn("refused", "op", op, "path", path, "errno", e.String(), "err", err.Error())
 	return e
 }

@@ -48,8 +48,8 @@ type FS struct {
 	owners     []uint32  // who may change the tree (authorize): the store owner and root unless SetOwners
 	created    time.Time // store creation: the times of the fixed nodes
 	killWait   time.Duration
-	storeLines func() []string // Options.StoreLines, or nil
-	obs        Observer
+	storeLines func() []string        // Options.StoreLines, or nil
+	obs        Observer               // Options.Observer, or nil
 	metrics    func() ([]byte, error) // renders MetricsFileName; nil: no such file
 	refusals   refusals
 	incoming   incoming // incoming directories' writers and outcomes (incoming.go)
@@ -70,9 +70,6 @@ func New(st *store.Store, opts Options) (*FS, error) {
 	}
 	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: created, killWait: opts.KillWait, storeLines: opts.StoreLines,
 		obs: opts.Observer, metrics: opts.Metrics}
-	if f.obs == nil {
-		f.obs = noObserver{}
-	}
 	f.owners = []uint32{f.uid, 0}
 	f.eventsCtx, f.endEvents = context.WithCancel(context.Background())
 	if f.killWait <= 0 {

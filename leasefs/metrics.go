@@ -32,11 +32,6 @@ type Observer interface {
 // unmatchedReason is the reason label of an error without a table row.
 const unmatchedReason = "unmatched"
 
-// noObserver is the Observer of an FS made without one.
-type noObserver struct{}
-
-func (noObserver) Refused(string, string) {}
-
 // absent reports whether fixed node kind k is missing from this FS: the
 // metrics file without Options.Metrics.
 func (f *FS) absent(k Kind) bool { return k == KindMetricsFile && f.metrics == nil }
