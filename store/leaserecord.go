@@ -21,9 +21,8 @@ func readLeaseTx(tx *bolt.Tx, cloneID string) (Lease, error) {
 }
 
 // leaseStateOf decodes only the state of the lease record v stored under
-// key k, several times faster than the whole record (readLeaseTx) for a
-// walk of every lease (StateCounts). Errors: a record that does not
-// decode.
+// key k, for a walk of every lease (StateCounts): no times or process to
+// parse, as readLeaseTx does. Errors: a record that does not decode.
 func leaseStateOf(k, v []byte) (LeaseState, error) {
 	var rec struct {
 		State LeaseState `json:"state"`

@@ -9,10 +9,10 @@ import "time"
 // into the store. It decides nothing: the store behaves the same with or
 // without one.
 type Observer interface {
-	// LeaseOp reports one call of a lease operation, "create"
-	// (AcquireLease, AcquireKeyLease), "bind" (BindLease, BindLaunched)
-	// or "release" (ReleaseLease), its duration and its error (nil:
-	// durable).
+	// LeaseOp reports one lease operation, its duration and its error
+	// (nil: durable): "create" (an acquisition or reservation, from its
+	// start to the commit of its record, whether or not anyone waits for
+	// it), "bind" (BindLease, BindLaunched) or "release" (ReleaseLease).
 	LeaseOp(op string, d time.Duration, err error)
 	// GroupCommit reports one committed group of lease acquisitions and
 	// how many requests it held (commit.go).
