@@ -72,7 +72,7 @@ func (s *Store) emit(e Event) {
 	e.Seq, e.At = ev.seq, s.now().UTC()
 	for sub := range ev.subs {
 		if sub.push(e) {
-			s.obs.EventsDropped(1)
+			s.observer().EventsDropped(1)
 		}
 	}
 }

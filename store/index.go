@@ -122,7 +122,7 @@ func (x *index) Update(fn func(*bolt.Tx) error) error {
 		if err := tx.Commit(); err != nil {
 			return err
 		}
-		x.st.obs.IndexCommit(time.Since(start))
+		x.st.observer().IndexCommit(time.Since(start))
 		return nil
 	})
 	if err != nil {

@@ -37,10 +37,19 @@ func (noObserver) IndexCommit(time.Duration)            {}
 func (noObserver) Published(int64, time.Duration)       {}
 func (noObserver) EventsDropped(int)                    {}
 
+// observer is the store's Observer (Options.Observer), or noObserver
+// when it has none.
+func (s *Store) observer() Observer {
+	if s.obs == nil {
+		return noObserver{}
+	}
+	return s.obs
+}
+
 // observeLeaseOp reports op, begun at start, with its outcome *err: call
 // it deferred, as defer s.observeLeaseOp("bind", time.Now(), &err).
 func (s *Store) observeLeaseOp(op string, start time.Time, err *error) {
-	s.obs.LeaseOp(op, time.Since(start), *err)
+	s.observer().LeaseOp(op, time.Since(start), *err)
 }
 
 // artifactBytes is the sum of g's artifact sizes.

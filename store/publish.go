@@ -239,7 +239,7 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, opts Publis
 	}
 	s.log.Info("published generation", "generation", id.String(), "key", keyID, "capture", captureDir)
 	s.emit(Event{Kind: EventPublished, Generation: id, KeyID: keyID})
-	s.obs.Published(artifactBytes(g), time.Since(start))
+	s.observer().Published(artifactBytes(g), time.Since(start))
 	return g, true, nil
 }
 

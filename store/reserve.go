@@ -108,7 +108,7 @@ func (s *Store) reserve(update func(func(*bolt.Tx) error) error, cloneID string,
 	start := time.Now()
 	defer func() {
 		if err != nil || !r.Created { // else commitReservation reports it
-			s.obs.LeaseOp("create", time.Since(start), err)
+			s.observer().LeaseOp("create", time.Since(start), err)
 		}
 	}()
 	if err := ValidateCloneID(cloneID); err != nil {
@@ -215,7 +215,7 @@ func (s *Store) commitReservation(update func(func(*bolt.Tx) error) error, r *Re
 	} else {
 		s.log.Warn("lease not committed; its create is refused at close", "clone", l.CloneID, "generation", l.Generation.String(), "seq", l.Seq, "err", err)
 	}
-	s.obs.LeaseOp("create", time.Since(start), err)
+	s.observer().LeaseOp("create", time.Since(start), err)
 	rs.mu.Lock()
 	delete(rs.byClone, l.CloneID)
 	rs.mu.Unlock()

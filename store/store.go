@@ -89,7 +89,7 @@ type Store struct {
 	// obs is told what the store does (observer.go); counts keeps the
 	// records per state for it (statecounts.go), and countsWalk
 	// serialises their first walk.
-	obs        Observer
+	obs        Observer // Options.Observer, or nil: observer()
 	counts     stateCounts
 	countsWalk sync.Mutex
 
@@ -237,9 +237,6 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, uid: os.Geteuid(), procs: opts.Processes, fleet: opts.Fleet, obs: opts.Observer}
-	if s.obs == nil {
-		s.obs = noObserver{}
-	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -294,7 +291,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s.reserved.byClone = map[string]*Reservation{}
 	s.commits = newGroupCommitter(func(fn func(*bolt.Tx) error) error { return s.update(faultLeaseCommit, fn) })
-	s.commits.observe = s.obs.GroupCommit
+	s.commits.observe = s.observer().GroupCommit
 	if s.root, err = openDir(dir); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store: %w", err)
