@@ -34,8 +34,8 @@ func (o *opTally) Passthrough(bool) {}
 func mount(lfs *leasefs.FS, mnt string, opts conformance.MountOptions) (func() error, error) {
 	tally := &opTally{}
 	mo := MountOptions{AllowOther: opts.AllowOther, Logger: slog.New(slog.DiscardHandler), Observer: tally}
-	if opts.Requests != nil || opts.Xattrs != nil {
-		mo.Debug, mo.Logger = true, slog.New(requestCounter{opts.Requests, opts.Xattrs})
+	if opts.Requests != nil || opts.GetXattrs != nil || opts.ListXattrs != nil {
+		mo.Debug, mo.Logger = true, slog.New(requestCounter{opts.Requests, opts.GetXattrs, opts.ListXattrs})
 	}
 	srv, err := Mount(mnt, lfs, mo)
 	if err != nil {
@@ -52,10 +52,10 @@ func mount(lfs *leasefs.FS, mnt string, opts conformance.MountOptions) (func() e
 }
 
 // requestCounter is a slog.Handler counting go-fuse's debug lines for
-// LOOKUP and GETATTR requests ("rx 12: LOOKUP n1 ...") in lookups and for
-// GETXATTR and LISTXATTR requests in xattrs (each if set), dropping all
-// other output.
-type requestCounter struct{ lookups, xattrs *atomic.Int64 }
+// LOOKUP and GETATTR requests ("rx 12: LOOKUP n1 ...") in lookups, for
+// GETXATTR in getxattrs and for LISTXATTR in listxattrs (each if set),
+// dropping all other output.
+type requestCounter struct{ lookups, getxattrs, listxattrs *atomic.Int64 }
 
 func (c requestCounter) Enabled(context.Context, slog.Level) bool { return true }
 
@@ -71,7 +71,8 @@ func (c requestCounter) Handle(_ context.Context, r slog.Record) error {
 		}
 	}
 	count(c.lookups, "LOOKUP", "GETATTR")
-	count(c.xattrs, "GETXATTR", "LISTXATTR")
+	count(c.getxattrs, "GETXATTR")
+	count(c.listxattrs, "LISTXATTR")
 	return nil
 }
 

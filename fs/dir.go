@@ -22,8 +22,12 @@ const dirPage = 512
 // serialises the calls on one handle.
 type dirHandle struct {
 	n *node
-	// page holds the entries fetched and not yet returned.
-	page []leasefs.DirEntry
+	// page holds the entries fetched and not yet returned; returned is the
+	// last one Readdirent returned, which READDIRPLUS looks up next.
+	page     []leasefs.DirEntryPlus
+	returned leasefs.DirEntryPlus
+	// quiet watches for store changes since the page was read.
+	quiet *quietWatch
 	// last is the name of the last entry fetched; "" before the first.
 	last string
 	// done is set once a page came back short: the listing ended.
@@ -34,13 +38,16 @@ var (
 	_ = (fusefs.FileReaddirenter)((*dirHandle)(nil))
 	_ = (fusefs.FileSeekdirer)((*dirHandle)(nil))
 	_ = (fusefs.FileLookuper)((*dirHandle)(nil))
+	_ = (fusefs.FileReleasedirer)((*dirHandle)(nil))
 )
 
 // Readdirent returns the next entry, fetching the next page when the
 // current one is used up; nil at the end.
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
 	if len(d.page) == 0 && !d.done {
-		page, err := d.n.lfs.ReadDirFrom(d.n.ln, d.last, dirPage)
+		d.quiet.close()
+		d.quiet = d.n.coherence.quiet()
+		page, err := d.n.lfs.ReadDirPlusFrom(d.n.ln, d.last, dirPage)
 		if err != nil {
 			return nil, errnoOf(err)
 		}
@@ -53,7 +60,7 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 		return nil, 0
 	}
 	e := d.page[0]
-	d.page = d.page[1:]
+	d.page, d.returned = d.page[1:], e
 	return &fuse.DirEntry{Name: e.Name, Mode: typeBits(e.Node), Ino: e.Node.Ino()}, 0
 }
 
@@ -61,7 +68,7 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 // entries 1, 2, ... in the order returned, so offset off resumes after
 // the off-th (rewinddir is off 0).
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	d.page, d.last, d.done = nil, "", false
+	d.page, d.last, d.done, d.returned = nil, "", false, leasefs.DirEntryPlus{}
 	for ; off > 0; off-- {
 		e, errno := d.Readdirent(ctx)
 		if errno != 0 {
@@ -74,23 +81,22 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	return 0
 }
 
-// Lookup answers READDIRPLUS for each listed name. Only entries the
-// kernel may cache (leasefs.Node.Immutable) get attributes and an inode:
-// anything else has zero timeouts, so the kernel would look it up again
-// before using it, and an inode per listed lease would make the daemon's
-// memory grow with every listing (project issue 5). For those it returns
-// an errno, which go-fuse turns into an entry without attributes (node
-// ID 0), which the kernel skips (fs/fuse/readdir.c fuse_direntplus_link).
+// Lookup answers READDIRPLUS for each listed name, as a LOOKUP would:
+// attributes, timeouts and an inode, so `ls -l` asks nothing more per
+// entry (Coherence keeps those caches true). go-fuse keeps the inode until
+// the kernel forgets it. An entry gone since its page was read gets an
+// errno, which go-fuse turns into an entry without attributes (node ID 0),
+// which the kernel skips (fs/fuse/readdir.c fuse_direntplus_link).
+//
+// A lease comes with its attributes from the page's own store read
+// (leasefs.FS.ReadDirPlusFrom), cached for long only if no change was
+// emitted since that read; any other entry is looked up.
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	child, err := d.n.lfs.Lookup(d.n.ln, name)
-	if err != nil {
-		return nil, errnoOf(err)
+	if e := d.returned; e.Name == name && e.Attr != nil {
+		return d.n.entry(ctx, name, e.Node, *e.Attr, d.quiet.quiet(), out), 0
 	}
-	if !child.Immutable() {
-		return nil, syscall.EAGAIN
-	}
-	if errno := d.n.entryOut(child, out); errno != 0 {
-		return nil, errno
-	}
-	return d.n.newChild(ctx, child), 0
+	return d.n.Lookup(ctx, name, out)
 }
+
+// Releasedir ends the page's watch.
+func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) { d.quiet.close() }

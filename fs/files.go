@@ -147,14 +147,15 @@ type commandFile struct {
 var _ = (fusefs.FileFlusher)((*commandFile)(nil))
 
 func (c *commandFile) Flush(ctx context.Context) syscall.Errno {
-	return c.n.afterCommands(c.n.refuse("close", "", c.cmd.Flush()))
+	defer c.n.coherence.begin().end(c.n.EmbeddedInode())
+	return c.n.refuse("close", "", c.cmd.Flush())
 }
 
-// Release runs what no FLUSH ran (none is pending after a close) and
-// waits for a created lease's commit; no one receives its error, so it is
-// only logged. It sends no notifications:
-// RELEASE can arrive while the mount is going away, and the state
-// directories' entries have zero timeouts anyway.
+// Release runs what no FLUSH ran (none is pending after a close); no one
+// receives its error, so it is only logged. It waits for no
+// notifications (RELEASE can arrive while the mount is going away, and no
+// caller waits for it): Coherence's watcher tells the kernel of its
+// changes.
 var _ = (fusefs.FileReleaser)((*commandFile)(nil))
 
 func (c *commandFile) Release(ctx context.Context) syscall.Errno {

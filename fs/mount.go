@@ -7,6 +7,7 @@
 package fs
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"sync/atomic"
@@ -48,6 +49,10 @@ type MountOptions struct {
 	// stopping daemon can say what it still serves and when nothing is
 	// left (cmd/templatefs serve).
 	OpenFiles *OpenFiles
+	// Coherence, if set, is the mount's: the daemon runs the commands of
+	// its CLI channel through Coherence.Do, so the kernel learns of their
+	// changes before the client's reply. Nil: the mount makes its own.
+	Coherence *Coherence
 	// Observer, if set, is told of every request and of the payload read
 	// mode, for metrics (opcount.go).
 	Observer Observer
@@ -87,6 +92,9 @@ const (
 	ReadBackingFd   = "backing-fd"
 )
 
+// negativeTimeout is CacheTimeout, addressable for fusefs.Options.
+var negativeTimeout = CacheTimeout
+
 // Mount mounts lfs at mountpoint and serves it until the returned server
 // is unmounted (server.Unmount, then server.Wait). As root it calls
 // mount(2) directly (go-fuse DirectMount), falling back to fusermount3
@@ -97,7 +105,11 @@ func Mount(mountpoint string, lfs *leasefs.FS, opts MountOptions) (*fuse.Server,
 	if log == nil {
 		log = slog.Default()
 	}
-	root := &node{lfs: lfs, ln: lfs.Root(), noPassthrough: opts.NoPassthrough, open: opts.OpenFiles}
+	coherence := opts.Coherence
+	if coherence == nil {
+		coherence = &Coherence{}
+	}
+	root := &node{lfs: lfs, ln: lfs.Root(), noPassthrough: opts.NoPassthrough, open: opts.OpenFiles, coherence: coherence}
 	var disabled uint64
 	if opts.NoPassthrough {
 		disabled = fuse.CAP_PASSTHROUGH
@@ -115,12 +127,16 @@ func Mount(mountpoint string, lfs *leasefs.FS, opts MountOptions) (*fuse.Server,
 			DisabledCapabilities: disabled,
 		},
 		RootStableAttr:  &fusefs.StableAttr{Ino: leasefs.InoRoot},
-		NullPermissions: true, // leasefs sets every mode; 0 would be a bug to see, not to paper over
+		NegativeTimeout: &negativeTimeout, // where names are fixed only: see node.Lookup
+		NullPermissions: true,             // leasefs sets every mode; 0 would be a bug to see, not to paper over
 		Logger:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	})
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	coherence.attach(ctx, lfs, root.EmbeddedInode())
+	go func() { server.Wait(); cancel() }()
 	mode, why := readMode(server.KernelSettings().Flags64(), opts.NoPassthrough, hasSysAdmin())
 	log.Info("payload read mode", "mode", mode, "why", why, "mountpoint", mountpoint)
 	if opts.Observer != nil {

@@ -16,11 +16,15 @@ import (
 	"templatefs/leasefs"
 )
 
-// ImmutableTimeout is how long the kernel may cache entries and attributes
-// of immutable nodes (leasefs.Node.Immutable: payloads, manifest, ctl and
-// key texts). Everything else changes at any commit and gets zero timeouts, so
-// every stat and lookup asks leasefs (fuse-and-store-notes.md §A4, §H2).
-const ImmutableTimeout = time.Hour
+// CacheTimeout is how long the kernel may cache the entries and attributes
+// of nodes that are immutable or change only with a store event
+// (leasefs.CacheForever, leasefs.CacheNotified), and names that are absent
+// where names are fixed (leasefs.Node.NegativeCacheable). Coherence tells
+// the kernel of every change to the latter at once, so the timeout only
+// bounds the kernel's memory of unused entries. leasefs.CacheNever nodes
+// get zero timeouts: every stat and lookup asks leasefs
+// (fuse-and-store-notes.md §A4, §H2).
+const CacheTimeout = time.Hour
 
 // node is the go-fuse inode of one leasefs node. It holds no other state:
 // every method asks leasefs, so two go-fuse inodes with the same StableAttr
@@ -36,28 +40,54 @@ type node struct {
 	// payloadAttr holds a payload node's attributes from its first open
 	// (payloads never change), for its handles' Getattr fallback.
 	payloadAttr atomic.Pointer[leasefs.Attr]
+	// coherence is MountOptions.Coherence, inherited by every node.
+	coherence *Coherence
 }
 
-func (n *node) newChild(ctx context.Context, child leasefs.Node) *fusefs.Inode {
-	return n.NewInode(ctx, &node{lfs: n.lfs, ln: child, noPassthrough: n.noPassthrough, open: n.open}, n.stableAttr(child))
+// newChild returns the inode of child, called name below n.
+func (n *node) newChild(ctx context.Context, name string, child leasefs.Node) *fusefs.Inode {
+	kid := &node{lfs: n.lfs, ln: child, noPassthrough: n.noPassthrough, open: n.open, coherence: n.coherence}
+	return n.NewInode(ctx, kid, n.stableAttr(name, child))
 }
 
-// retiredGen is the StableAttr.Gen of a generation directory under
-// retiring/. A successful rmdir(2) of tombstones/<gen> makes the kernel
-// mark that directory's inode dead (S_DEAD: no lookups or readdir in it),
-// yet the generation stays readable under retiring/<gen> until its leases
-// drain. Another Gen makes go-fuse hand out a new node ID for the same
-// st_ino, so the kernel builds a live inode instead of reviving the dead
-// one (still pinned while a holder has a payload open).
-const retiredGen = 1
+// incarnations numbers the incarnations of generation directories
+// (StableAttr.Gen); 0 is never handed out.
+var incarnations atomic.Uint64
 
-// stableAttr is child's go-fuse identity below n: its type and inode
-// number, and retiredGen for a generation directory reached through
-// retiring/.
-func (n *node) stableAttr(child leasefs.Node) fusefs.StableAttr {
+// stableAttr is child's go-fuse identity as name below n: its type and
+// inode number, and for a directory at or below a generation directory
+// an incarnation (StableAttr.Gen), so go-fuse hands out a new node ID for
+// the same st_ino each time a generation shows up at another path.
+//
+// The kernel lets a directory inode have one dentry only. A generation
+// moves between generations/, tombstones/ and retiring/; when a ctl write,
+// an rmdir or the CLI moves it, the kernel still holds the old dentry
+// (Coherence invalidates it, but a process's working directory or an open
+// payload below it keeps it alive, unhashed). Were the same node ID
+// answered at the new path, the kernel would have to move that alias
+// (d_splice_alias, __d_unalias), which fails with ESTALE whenever it
+// cannot take the locks at once: `mv tombstones/<gen> generations/` after
+// `echo tombstone > generations/<gen>/ctl`, say, holds the rename lock
+// itself. A successful rmdir(2) of tombstones/<gen> also marks that inode
+// dead (S_DEAD), while the generation stays readable under retiring/.
+// So a generation directory keeps its incarnation only where go-fuse
+// still links it (the path the kernel saw, rename(2) through the mount
+// included: go-fuse moves the link); anywhere else it gets a new one,
+// and its payload/ and leases/ directories share it. Files keep Gen 0:
+// the kernel lets a file inode have many dentries, and payloads keep one
+// page cache.
+func (n *node) stableAttr(name string, child leasefs.Node) fusefs.StableAttr {
 	a := fusefs.StableAttr{Mode: typeBits(child), Ino: child.Ino()}
-	if n.ln.Kind() == leasefs.KindRetiringDir && child.Kind() == leasefs.KindGenerationDir {
-		a.Gen = retiredGen
+	switch {
+	case !child.IsDir():
+	case child.Kind() == leasefs.KindGenerationDir:
+		if old := n.GetChild(name); old != nil && old.Operations().(*node).ln == child {
+			a.Gen = old.StableAttr().Gen
+		} else {
+			a.Gen = incarnations.Add(1)
+		}
+	case child.Generation() != 0:
+		a.Gen = n.StableAttr().Gen
 	}
 	return a
 }
@@ -109,28 +139,17 @@ func fillAttr(ln leasefs.Node, a leasefs.Attr, out *fuse.Attr) {
 }
 
 func timeout(ln leasefs.Node) time.Duration {
-	if ln.Immutable() {
-		return ImmutableTimeout
+	if ln.CachePolicy() == leasefs.CacheNever {
+		return 0
 	}
-	return 0
-}
-
-// entryOut fills out for child: attributes and both timeouts.
-func (n *node) entryOut(child leasefs.Node, out *fuse.EntryOut) syscall.Errno {
-	a, err := n.lfs.Attr(child)
-	if err != nil {
-		return errnoOf(err)
-	}
-	fillAttr(child, a, &out.Attr)
-	out.SetEntryTimeout(timeout(child))
-	out.SetAttrTimeout(timeout(child))
-	return 0
+	return CacheTimeout
 }
 
 // Lookup resolves a name with leasefs.FS.Lookup; every directory needs it.
 var _ = (fusefs.NodeLookuper)((*node)(nil))
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	quiet := n.coherence.quiet()
 	child, err := n.lfs.Lookup(n.ln, name)
 	if err != nil {
 		errno := errnoOf(err)
@@ -139,12 +158,36 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 			// go-fuse's link too, so log paths stay true.
 			n.RmChild(name)
 		}
+		if errno == syscall.ENOENT && !n.ln.NegativeCacheable() {
+			// go-fuse caches an absent name for Options.NegativeTimeout
+			// unless the entry already has a timeout: a non-zero one
+			// keeps ENOENT uncached where names come and go.
+			out.SetEntryTimeout(time.Nanosecond)
+		}
+		quiet.close() // only fixed names are cached as absent: no change adds one
 		return nil, errno
 	}
-	if errno := n.entryOut(child, out); errno != 0 {
-		return nil, errno
+	a, err := n.lfs.Attr(child)
+	if err != nil {
+		quiet.close()
+		return nil, errnoOf(err)
 	}
-	return n.newChild(ctx, child), 0
+	return n.entry(ctx, name, child, a, quiet.close(), out), 0
+}
+
+// entry fills out for child, called name below n, with attributes a, and
+// returns its inode. Unless quiet (no store change was emitted since the
+// store was read), the reply may be older than a change's notification,
+// which a new kernel inode would miss (Coherence): it gets zero timeouts.
+func (n *node) entry(ctx context.Context, name string, child leasefs.Node, a leasefs.Attr, quiet bool, out *fuse.EntryOut) *fusefs.Inode {
+	fillAttr(child, a, &out.Attr)
+	t := timeout(child)
+	if !quiet {
+		t = 0
+	}
+	out.SetEntryTimeout(t)
+	out.SetAttrTimeout(t)
+	return n.newChild(ctx, name, child)
 }
 
 // Getattr reports leasefs.FS.Attr: real sizes, blocks and record times.
@@ -195,6 +238,7 @@ func openFlags(flags uint32) leasefs.OpenFlags {
 var _ = (fusefs.NodeOpener)((*node)(nil))
 
 func (n *node) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	defer n.coherence.begin().end() // a payload open may bind a lease (TEMPLATEFS_LAUNCH_ID)
 	of := openFlags(flags)
 	h, err := n.lfs.Open(n.ln, of, callerOf(ctx))
 	if err != nil {
@@ -255,6 +299,7 @@ func (n *node) handle(ln leasefs.Node, h leasefs.Handle) (fusefs.FileHandle, uin
 var _ = (fusefs.NodeCreater)((*node)(nil))
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	defer n.coherence.begin(n.EmbeddedInode()).end()
 	cr, err := n.lfs.Create(n.ln, name, openFlags(flags), callerOf(ctx))
 	if err != nil {
 		return nil, nil, 0, n.refuse("create", name, err)
@@ -269,13 +314,14 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	out.SetEntryTimeout(timeout(cr.Node))
 	out.SetAttrTimeout(timeout(cr.Node))
 	fh, fl, _ := n.handle(cr.Node, cr.Handle)
-	return n.newChild(ctx, cr.Node), fh, fl, 0
+	return n.newChild(ctx, name, cr.Node), fh, fl, 0
 }
 
 // Unlink releases a lease (leasefs.FS.Remove); other files are refused.
 var _ = (fusefs.NodeUnlinker)((*node)(nil))
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	defer n.coherence.begin(n.EmbeddedInode()).end(n.GetChild(name))
 	if err := n.lfs.Remove(n.ln, name, callerOf(ctx)); err != nil {
 		return n.refuse("unlink", name, err)
 	}
@@ -285,10 +331,11 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 // Rmdir retires a tombstoned generation (leasefs.FS.Rmdir); every other
 // rmdir is refused. Without it go-fuse would report success. On success
 // the kernel drops its dentry itself and go-fuse its link; the generation
-// reappears under retiring/ as a new kernel inode (retiredGen).
+// reappears under retiring/ as a new kernel inode (stableAttr).
 var _ = (fusefs.NodeRmdirer)((*node)(nil))
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	defer n.coherence.begin(n.EmbeddedInode()).end()
 	return n.refuse("rmdir", name, n.lfs.Rmdir(n.ln, name, callerOf(ctx)))
 }
 
@@ -303,14 +350,16 @@ var (
 )
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	defer n.coherence.begin(n.EmbeddedInode()).end()
 	child, err := n.lfs.Mkdir(n.ln, name, callerOf(ctx))
 	if err != nil {
 		return nil, n.refuse("mkdir", name, err)
 	}
-	if errno := n.entryOut(child, out); errno != 0 {
-		return nil, errno
+	a, err := n.lfs.Attr(child)
+	if err != nil {
+		return nil, errnoOf(err)
 	}
-	return n.newChild(ctx, child), 0
+	return n.entry(ctx, name, child, a, true, out), 0 // a new name in the request's own directory
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
@@ -336,6 +385,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fusefs.InodeEm
 	if !ok {
 		return syscall.EPERM // not a templatefs node; the kernel never sends one
 	}
+	defer n.coherence.begin(n.EmbeddedInode(), np.EmbeddedInode()).end()
 	var rf leasefs.RenameFlags
 	if flags&unix.RENAME_NOREPLACE != 0 {
 		rf |= leasefs.RenameNoReplace
@@ -415,23 +465,12 @@ func (n *node) Write(ctx context.Context, fh fusefs.FileHandle, data []byte, off
 	if !ok {
 		return 0, syscall.EBADF // not opened for writing; the kernel refuses such writes itself
 	}
+	defer n.coherence.begin().end(n.EmbeddedInode()) // the kernel holds only this file's lock
 	written, err := cf.cmd.Write(data, callerOf(ctx))
-	if errno := n.afterCommands(n.refuse("write", "", err)); errno != 0 {
+	if errno := n.refuse("write", "", err); errno != 0 {
 		return 0, errno
 	}
 	return uint32(written), 0
-}
-
-// afterCommands returns errno after commands ran on n. A ctl command may
-// have moved the generation between generations/, tombstones/ and
-// retiring/ (or out of the tree), which the kernel did not see:
-// invalidateGeneration drops its old dentries, whether or not a later
-// command was refused.
-func (n *node) afterCommands(errno syscall.Errno) syscall.Errno {
-	if n.ln.Kind() == leasefs.KindCtlFile && !n.lfs.Detached() {
-		n.invalidateGeneration(n.ln.Generation().String())
-	}
-	return errno
 }
 
 // Allocate answers fallocate(2) with leasefs.FS.Allocate: forwarded to
@@ -460,28 +499,6 @@ func (n *node) Fsync(ctx context.Context, fh fusefs.FileHandle, flags uint32) sy
 		return f.Fsync(ctx, flags)
 	}
 	return 0
-}
-
-// invalidateGeneration tells the kernel to forget name in each state
-// directory that no longer holds it, and drops go-fuse's link there. It
-// runs after the store call, holding no locks, from a WRITE or FLUSH on a
-// ctl file (the kernel holds at most that file's lock, never a state
-// directory's), so the notification cannot deadlock. A failed notification needs no
-// handling: entries of these directories have zero timeouts, so the next
-// lookup asks leasefs anyway.
-func (n *node) invalidateGeneration(name string) {
-	root := n.Root()
-	for _, dirName := range leasefs.StateDirs() {
-		dir := root.GetChild(dirName)
-		if dir == nil || dir.GetChild(name) == nil {
-			continue
-		}
-		if _, err := n.lfs.Lookup(dir.Operations().(*node).ln, name); err == nil {
-			continue
-		}
-		dir.NotifyEntry(name)
-		dir.RmChild(name)
-	}
 }
 
 // Getxattr and Listxattr answer leasefs.ErrNoXattrs (ENOSYS) for every

@@ -173,7 +173,7 @@ func TestRender(t *testing.T) {
 	t.Run("store", func(t *testing.T) {
 		got := read("store")
 		for _, line := range []string{
-			"store_id: " + info.StoreID, "restored_from: none", "schema_identity: templatefs-store", "schema_version: 1",
+			"store_id: " + info.StoreID, "restored_from: none", "schema_identity: templatefs-store", fmt.Sprintf("schema_version: %d", store.SchemaVersion),
 			"generations: 5", "published: 3", "tombstoned: 1", "retiring: 1", "keys: 1", "leases: 3",
 			"restore_window: 720h0m0s", "refuse_reboot: false", "refuse_other_host: false", "read_only: no",
 		} {

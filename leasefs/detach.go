@@ -58,7 +58,7 @@ func (f *FS) leave() {
 // Handle.Snapshot) need no store and keep working. Detach is idempotent
 // and safe for concurrent use.
 //
-// Entry points that touch the store: Lookup, Walk, ReadDir, ReadDirFrom,
+// Entry points that touch the store: Lookup, Walk, ReadDir, ReadDirFrom, ReadDirPlusFrom,
 // Attr, SetAttr, Open, Create, Remove, Rmdir, MakeEntry, Rename,
 // CheckRemove, and Commands.Write and Commands.Flush. A new one
 // must call f.enter first (detach_test.go lists every exported method).

@@ -18,9 +18,9 @@ import (
 // (TestDetachCoversEveryMethod): a new entry point must be classified,
 // and if it touches the store, call f.enter.
 var (
-	storeMethods = []string{"Attr", "CheckRemove", "Create", "Lookup", "MakeEntry", "Mkdir", "Open", "ReadDir", "ReadDirFrom",
+	storeMethods = []string{"Attr", "CheckRemove", "Create", "Lookup", "MakeEntry", "Mkdir", "Open", "ReadDir", "ReadDirFrom", "ReadDirPlusFrom",
 		"OpenAttr", "Remove", "Rename", "Rmdir", "SetAttr", "SetIncomingAttr", "Walk"}
-	storeFree = []string{"Allocate", "ChangeXattr", "Detach", "Detached", "EndEvents", "OpenErrno", "Refuse", "Root", "SetOwners"}
+	storeFree = []string{"Allocate", "ChangeXattr", "Detach", "Detached", "EndEvents", "OpenErrno", "Refuse", "Root", "SetOwners", "WatchChanges"}
 )
 
 func TestDetachCoversEveryMethod(t *testing.T) {
@@ -102,6 +102,8 @@ func TestDetach(t *testing.T) {
 			detached("ReadDir("+path+")", err)
 			_, err = fx.fs.ReadDirFrom(n, "", 10)
 			detached("ReadDirFrom("+path+")", err)
+			_, err = fx.fs.ReadDirPlusFrom(n, "", 10)
+			detached("ReadDirPlusFrom("+path+")", err)
 			_, err = fx.fs.Lookup(n, "x")
 			detached("Lookup("+path+")", err)
 			_, err = fx.fs.Create(n, "c9", OpenFlags{Write: true}, owner)

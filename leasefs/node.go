@@ -45,28 +45,39 @@ const (
 	KindMetricsFile                         // metrics
 )
 
-// Cache is a node kind's cache policy: what an adapter may let the kernel
-// cache.
-type Cache uint8
+// CachePolicy says how long an adapter may let the kernel cache a node's
+// name (its directory entry), attributes and content.
+type CachePolicy uint8
 
 const (
-	// CacheImmutable: the node's attributes never change and its name
-	// never leaves its parent while its generation or key exists, and for
+	// CacheForever: the node never changes while it exists, and its name
+	// never leaves its parent while its generation or key exists; for
 	// files also their content (a ctl file always reads the same; writes
 	// to it change other nodes). A directory's listing is not covered.
-	CacheImmutable Cache = iota + 1
-	// CacheChanging: the node can change at any commit.
-	CacheChanging
+	// Cache for long.
+	CacheForever CachePolicy = iota + 1
+	// CacheNotified: the node's name, attributes or content change only
+	// by a store change that emits an event (store.Event), and Touches
+	// names everything each event changes. Cache for long and invalidate
+	// what Touches names as each event is emitted.
+	CacheNotified
+	// CacheNever: the node changes without an event (the clock: a restore
+	// window that closes; a refusal kept in the daemon's memory; every
+	// commit; a read-only store; a backing file on disk). Never cache.
+	CacheNever
 )
 
-var cacheNames = [...]string{CacheImmutable: "immutable", CacheChanging: "changing"}
+var cacheNames = [...]string{CacheForever: "forever", CacheNotified: "notified", CacheNever: "never"}
 
-// String names the policy, e.g. "immutable".
-func (c Cache) String() string {
-	if int(c) < len(cacheNames) && cacheNames[c] != "" {
-		return cacheNames[c]
+// String names the policy, e.g. "forever".
+func (c CachePolicy) String() string { return nameOf(cacheNames[:], "cache", uint8(c)) }
+
+// nameOf returns names[i], or what(i) for a value without a name.
+func nameOf(names []string, what string, i uint8) string {
+	if int(i) < len(names) && names[i] != "" {
+		return names[i]
 	}
-	return fmt.Sprintf("cache(%d)", uint8(c))
+	return fmt.Sprintf("%s(%d)", what, i)
 }
 
 // Content is how a node kind's content is served (the Handle field an
@@ -94,12 +105,7 @@ var contentNames = [...]string{
 }
 
 // String names the content, e.g. "text".
-func (c Content) String() string {
-	if int(c) < len(contentNames) && contentNames[c] != "" {
-		return contentNames[c]
-	}
-	return fmt.Sprintf("content(%d)", uint8(c))
-}
+func (c Content) String() string { return nameOf(contentNames[:], "content", uint8(c)) }
 
 // object is what a node's number and name hold.
 type object uint8
@@ -139,7 +145,10 @@ type kindFacts struct {
 	object   object
 	mode     fs.FileMode // fs.ModeDir for directories, plus permission bits
 	nlink    uint32
-	cache    Cache
+	cache    CachePolicy
+	// negative: a name the directory lacks may be cached as absent (its
+	// names are fixed).
+	negative bool
 	content  Content
 	// touch: a setattr of times is a no-op (touch works), and for
 	// ContentCommands files also of size (`echo ... > file` truncates);
@@ -189,67 +198,67 @@ var kinds []kindFacts
 
 func init() {
 	kinds = []kindFacts{
-		KindRoot: {name: "root", ino: InoRoot, mode: modeDir, nlink: 2 + 6, cache: CacheImmutable, content: ContentListing,
+		KindRoot: {name: "root", ino: InoRoot, mode: modeDir, nlink: 2 + 6, cache: CacheForever, negative: true, content: ContentListing,
 			shows: "the mount", times: createdTimes},
-		KindStoreFile: {name: "store file", parent: KindRoot, entry: "store", ino: InoStore, mode: modeText, nlink: 1, cache: CacheChanging, content: ContentText,
+		KindStoreFile: {name: "store file", parent: KindRoot, entry: "store", ino: InoStore, mode: modeText, nlink: 1, cache: CacheNever, content: ContentText,
 			render: (*FS).storeView, shows: "store ID, schema identity and version, counts, settings, read-only state",
 			times: "last change to what it shows: store creation, a generation's publication, state change (the record's `state_changed_at`) or lease grant or release (the sequence of its `generation_leases` bucket), deletion of a retired generation (the key's `generation_removed_at`), a settings change (`meta/settings_changed`)"},
-		KindIndexFile: {name: "index snapshot file", parent: KindRoot, entry: IndexFileName, ino: InoIndex, mode: modeText, nlink: 1, cache: CacheChanging, content: ContentSnapshot,
+		KindIndexFile: {name: "index snapshot file", parent: KindRoot, entry: IndexFileName, ino: InoIndex, mode: modeText, nlink: 1, cache: CacheNever, content: ContentSnapshot,
 			stat: (*FS).indexAttr, shows: "a consistent snapshot of the bbolt index, taken at each open; size: a snapshot's if taken now (`bolt.Tx.Size`)",
 			times: "the index file's mtime (moves with every commit, only then)"},
-		KindKeysDir: {name: "keys directory", parent: KindRoot, entry: "keys", ino: InoKeys, mode: modeDir, nlink: 1, cache: CacheImmutable, content: ContentListing,
+		KindKeysDir: {name: "keys directory", parent: KindRoot, entry: "keys", ino: InoKeys, mode: modeDir, nlink: 1, cache: CacheForever, content: ContentListing,
 			shows: "one directory per key", times: createdTimes},
-		KindKeyDir: {name: "key directory", parent: KindKeysDir, class: 0x01, object: objKey, mode: modeDir, nlink: 2 + 1, cache: CacheChanging, content: ContentListing,
+		KindKeyDir: {name: "key directory", parent: KindKeysDir, class: 0x01, object: objKey, mode: modeDir, nlink: 2 + 1, cache: CacheNotified, negative: true, content: ContentListing,
 			render: (*FS).keyView, shows: "a template key", times: keyCreated},
-		KindKeyFile: {name: "key file", parent: KindKeyDir, entry: "key", class: 0x02, object: objKey, mode: modeText, nlink: 1, cache: CacheImmutable, content: ContentText,
+		KindKeyFile: {name: "key file", parent: KindKeyDir, entry: "key", class: 0x02, object: objKey, mode: modeText, nlink: 1, cache: CacheForever, content: ContentText,
 			render: (*FS).keyView, shows: "the canonical key text (hashes to `<key-id>`)", times: keyCreated},
-		KindKeyGenerationsFile: {name: "key generations file", parent: KindKeyDir, entry: "generations", class: 0x03, object: objKey, mode: modeText, nlink: 1, cache: CacheChanging, content: ContentText,
+		KindKeyGenerationsFile: {name: "key generations file", parent: KindKeyDir, entry: "generations", class: 0x03, object: objKey, mode: modeText, nlink: 1, cache: CacheNever, content: ContentText,
 			render: (*FS).keyGenerationsView, shows: "the key's generation IDs, newest first",
 			times: "newest generation's publication, or the last deletion of one of the key's retired generations, whichever is later"},
-		KindKeyLeasesDir: {name: "key leases directory", parent: KindKeyDir, entry: "leases", class: 0x04, object: objKey, mode: modeLeasesDir, nlink: 2, cache: CacheChanging, content: ContentListing, touch: true,
+		KindKeyLeasesDir: {name: "key leases directory", parent: KindKeyDir, entry: "leases", class: 0x04, object: objKey, mode: modeLeasesDir, nlink: 2, cache: CacheNotified, content: ContentListing, touch: true,
 			render: (*FS).keyView, shows: "the leases on any generation of the key; create = acquire on its newest eligible capture", times: keyCreated},
-		KindGenerationsDir: {name: "generations directory", parent: KindRoot, entry: "generations", ino: InoGenerations, mode: modeDir, nlink: 1, cache: CacheImmutable, content: ContentListing,
+		KindGenerationsDir: {name: "generations directory", parent: KindRoot, entry: "generations", ino: InoGenerations, mode: modeDir, nlink: 1, cache: CacheForever, content: ContentListing,
 			shows: "published generations", times: createdTimes},
-		KindLeasesDir: {name: "leases directory", parent: KindRoot, entry: "leases", ino: InoLeases, mode: modeLeasesDir, nlink: 2, cache: CacheImmutable, content: ContentListing, touch: true,
+		KindLeasesDir: {name: "leases directory", parent: KindRoot, entry: "leases", ino: InoLeases, mode: modeLeasesDir, nlink: 2, cache: CacheForever, content: ContentListing, touch: true,
 			shows: "every lease", times: createdTimes},
-		KindTombstonesDir: {name: "tombstones directory", parent: KindRoot, entry: "tombstones", ino: InoTombstones, mode: modeDir, nlink: 1, cache: CacheImmutable, content: ContentListing,
+		KindTombstonesDir: {name: "tombstones directory", parent: KindRoot, entry: "tombstones", ino: InoTombstones, mode: modeDir, nlink: 1, cache: CacheForever, content: ContentListing,
 			shows: "tombstoned generations", times: createdTimes},
-		KindRetiringDir: {name: "retiring directory", parent: KindRoot, entry: "retiring", ino: InoRetiring, mode: modeDir, nlink: 1, cache: CacheImmutable, content: ContentListing,
+		KindRetiringDir: {name: "retiring directory", parent: KindRoot, entry: "retiring", ino: InoRetiring, mode: modeDir, nlink: 1, cache: CacheForever, content: ContentListing,
 			shows: "retiring generations, readable until their last lease is released", times: createdTimes},
-		KindGenerationDir: {name: "generation directory", parent: KindGenerationsDir, class: 0x10, object: objGeneration, mode: modeDir, nlink: 2 + 2, cache: CacheChanging, content: ContentListing,
+		KindGenerationDir: {name: "generation directory", parent: KindGenerationsDir, class: 0x10, object: objGeneration, mode: modeDir, nlink: 2 + 2, cache: CacheNotified, negative: true, content: ContentListing,
 			render: (*FS).generationDirView, shows: "one generation, under the directory of its state", times: "publication; ctime: the tombstone's time once tombstoned"},
-		KindManifestFile: {name: "manifest file", parent: KindGenerationDir, entry: "manifest", class: 0x11, object: objGeneration, mode: modeText, nlink: 1, cache: CacheImmutable, content: ContentText,
+		KindManifestFile: {name: "manifest file", parent: KindGenerationDir, entry: "manifest", class: 0x11, object: objGeneration, mode: modeText, nlink: 1, cache: CacheForever, content: ContentText,
 			render: (*FS).manifestView, shows: "the decoded manifest.bin", times: publication},
-		KindStatusFile: {name: "status file", parent: KindGenerationDir, entry: "status", class: 0x12, object: objGeneration, mode: modeText, nlink: 1, cache: CacheChanging, content: ContentText,
+		KindStatusFile: {name: "status file", parent: KindGenerationDir, entry: "status", class: 0x12, object: objGeneration, mode: modeText, nlink: 1, cache: CacheNever, content: ContentText,
 			render: (*FS).statusView, shows: "state, whether a new lease would be granted, last refusal",
 			times: "last change to what it shows: publication, tombstone, lift, retirement (the record's `state_changed_at`), lease grant or release, a settings change, the last refusal, and the end of the restore window once passed. After a daemon restart `last_refusal` reads `none` and the mtime no longer counts it"},
-		KindCtlFile: {name: "ctl file", parent: KindGenerationDir, entry: "ctl", class: 0x15, object: objGeneration, mode: modeCommands, nlink: 1, cache: CacheImmutable, content: ContentCommands, touch: true,
+		KindCtlFile: {name: "ctl file", parent: KindGenerationDir, entry: "ctl", class: 0x15, object: objGeneration, mode: modeCommands, nlink: 1, cache: CacheForever, content: ContentCommands, touch: true,
 			render: (*FS).ctlView, shows: "write `tombstone`, `lift` or `retire`; cat: those commands", times: publication},
-		KindSumsFile: {name: "sums file", parent: KindGenerationDir, entry: SumsFileName, class: 0x16, object: objGeneration, mode: modeText, nlink: 1, cache: CacheImmutable, content: ContentText,
+		KindSumsFile: {name: "sums file", parent: KindGenerationDir, entry: SumsFileName, class: 0x16, object: objGeneration, mode: modeText, nlink: 1, cache: CacheForever, content: ContentText,
 			render: (*FS).sumsView, shows: "the payload digests recorded at publication, in `sha256sum -c` format: `cd <gen> && sha256sum -c SHA256SUMS`", times: publication},
-		KindPayloadDir: {name: "payload directory", parent: KindGenerationDir, entry: "payload", class: 0x13, object: objGeneration, mode: modeDir, nlink: 2, cache: CacheImmutable, content: ContentListing,
+		KindPayloadDir: {name: "payload directory", parent: KindGenerationDir, entry: "payload", class: 0x13, object: objGeneration, mode: modeDir, nlink: 2, cache: CacheForever, negative: true, content: ContentListing,
 			render: (*FS).generationView, shows: "the published artifacts", times: publication},
-		KindPayloadFile: {name: "payload file", parent: KindPayloadDir, class: 0x18, object: objPayload, mode: modeText, nlink: 1, cache: CacheImmutable, content: ContentPayload,
+		KindPayloadFile: {name: "payload file", parent: KindPayloadDir, class: 0x18, object: objPayload, mode: modeText, nlink: 1, cache: CacheForever, content: ContentPayload,
 			stat: (*FS).payloadAttr, shows: "manifest.bin, state.bin, memory.bin[, scratch.img]: the published bytes; size, `st_blocks` and `st_blksize` of the backing file (sparse stays sparse)",
 			times: publication},
-		KindGenerationLeasesDir: {name: "generation leases directory", parent: KindGenerationDir, entry: "leases", class: 0x14, object: objGeneration, mode: modeLeasesDir, nlink: 2, cache: CacheImmutable, content: ContentListing, touch: true,
+		KindGenerationLeasesDir: {name: "generation leases directory", parent: KindGenerationDir, entry: "leases", class: 0x14, object: objGeneration, mode: modeLeasesDir, nlink: 2, cache: CacheForever, content: ContentListing, touch: true,
 			render: (*FS).generationView, shows: "the generation's leases; create = acquire, unlink = release", times: publication},
-		KindLeaseFile: {name: "lease file", parent: KindGenerationLeasesDir, class: 0x20, object: objLease, mode: modeCommands, nlink: leaseNames, cache: CacheChanging, content: ContentCommands, touch: true,
+		KindLeaseFile: {name: "lease file", parent: KindGenerationLeasesDir, class: 0x20, object: objLease, mode: modeCommands, nlink: leaseNames, cache: CacheNotified, content: ContentCommands, touch: true,
 			render: (*FS).leaseView, shows: "one JSON object and a newline; write `pid N`, `kill` or `cancel`; three names, also `leases/<clone-id>` and `keys/<key-id>/leases/<clone-id>`",
 			times: "latest of `created_at`, `bound_at`, `updated_at`"},
-		KindIncomingDir: {name: "incoming directory", parent: KindRoot, entry: "incoming", ino: InoIncoming, mode: modeLeasesDir, nlink: 2, cache: CacheImmutable, content: ContentListing,
+		KindIncomingDir: {name: "incoming directory", parent: KindRoot, entry: "incoming", ino: InoIncoming, mode: modeLeasesDir, nlink: 2, cache: CacheNever, content: ContentListing,
 			shows: "mkdir = a private staging directory on the store's disk", times: createdTimes},
-		KindIncomingEntryDir: {name: "incoming staging directory", parent: KindIncomingDir, class: inoClassIncomingDir, object: objIncomingDir, mode: fs.ModeDir | 0o700, nlink: 2, cache: CacheChanging, content: ContentListing,
+		KindIncomingEntryDir: {name: "incoming staging directory", parent: KindIncomingDir, class: inoClassIncomingDir, object: objIncomingDir, mode: fs.ModeDir | 0o700, nlink: 2, cache: CacheNever, content: ContentListing,
 			render: (*FS).incomingView, shows: "`STORE/incoming/<name>/`: a capture in progress", times: dirTimes},
-		KindIncomingCtlFile: {name: "incoming ctl file", parent: KindIncomingEntryDir, entry: incomingCtl, class: inoClassIncomingCtl, object: objIncomingDir, mode: modeCommands, nlink: 1, cache: CacheChanging, content: ContentCommands, touch: true,
+		KindIncomingCtlFile: {name: "incoming ctl file", parent: KindIncomingEntryDir, entry: incomingCtl, class: inoClassIncomingCtl, object: objIncomingDir, mode: modeCommands, nlink: 1, cache: CacheNever, content: ContentCommands, touch: true,
 			render: (*FS).incomingView, shows: "write `publish`: publishes the directory, durable when the write returns", times: dirTimes},
-		KindIncomingStatusFile: {name: "incoming status file", parent: KindIncomingEntryDir, entry: incomingStatus, class: inoClassIncomingStatus, object: objIncomingDir, mode: modeText, nlink: 1, cache: CacheChanging, content: ContentText,
+		KindIncomingStatusFile: {name: "incoming status file", parent: KindIncomingEntryDir, entry: incomingStatus, class: inoClassIncomingStatus, object: objIncomingDir, mode: modeText, nlink: 1, cache: CacheNever, content: ContentText,
 			render: (*FS).incomingView, shows: "open, publishing, published `<gen>` or refused `<errno>: <reason>`", times: dirTimes},
-		KindIncomingFile: {name: "incoming file", parent: KindIncomingEntryDir, class: inoClassIncomingFile, object: objIncomingFile, mode: 0o600, nlink: 1, cache: CacheChanging, content: ContentBacking,
+		KindIncomingFile: {name: "incoming file", parent: KindIncomingEntryDir, class: inoClassIncomingFile, object: objIncomingFile, mode: 0o600, nlink: 1, cache: CacheNever, content: ContentBacking,
 			stat: (*FS).incomingFileAttr, shows: "the capture's files and class.json: the real backing files, any file I/O", times: "the backing file's mtime"},
-		KindEventsFile: {name: "events file", parent: KindRoot, entry: EventsFileName, unlisted: true, ino: InoEvents, mode: modeText, nlink: 1, cache: CacheChanging, content: ContentStream,
+		KindEventsFile: {name: "events file", parent: KindRoot, entry: EventsFileName, unlisted: true, ino: InoEvents, mode: modeText, nlink: 1, cache: CacheNever, content: ContentStream,
 			shows: "one JSON line per state change from the open (not listed); size 0", times: createdTimes},
-		KindMetricsFile: {name: "metrics file", parent: KindRoot, entry: MetricsFileName, unlisted: true, ino: InoMetrics, mode: modeText, nlink: 1, cache: CacheChanging, content: ContentText,
+		KindMetricsFile: {name: "metrics file", parent: KindRoot, entry: MetricsFileName, unlisted: true, ino: InoMetrics, mode: modeText, nlink: 1, cache: CacheNever, content: ContentText,
 			render: (*FS).metricsView, shows: "the daemon's metrics, Prometheus text format, one scrape per open (not listed; docs/metrics.md)",
 			times: "the time of the rendering: it shows the daemon's counters as of now"},
 	}
@@ -285,7 +294,7 @@ func Kinds() []Kind {
 func (k Kind) IsDir() bool { return k.facts().mode.IsDir() }
 
 // Cache returns the kind's cache policy.
-func (k Kind) Cache() Cache { return k.facts().cache }
+func (k Kind) Cache() CachePolicy { return k.facts().cache }
 
 // Content returns how the kind's content is served.
 func (k Kind) Content() Content { return k.facts().content }
@@ -387,11 +396,11 @@ func (n Node) Generation() store.GenerationID {
 }
 
 // Immutable reports whether the node's kind has cache policy
-// CacheImmutable: the root and its fixed directories, payload and
+// CacheForever: the root and its fixed directories, payload and
 // generation leases directories, payload files, manifest, ctl and key
 // files. Adapters may let the kernel cache these for long; everything
 // else can change at any commit and must not be cached.
-func (n Node) Immutable() bool { return n.kind.Cache() == CacheImmutable }
+func (n Node) Immutable() bool { return n.kind.Cache() == CacheForever }
 
 // Ino returns the node's inode number, stable across unmounts and daemon
 // restarts: the fixed numbers InoRoot..InoMetrics, else

@@ -256,15 +256,10 @@ func (f *FS) Create(dir Node, name string, fl OpenFlags, c Caller) (cr Created, 
 	if dir.kind == KindIncomingEntryDir {
 		return f.createIncoming(dir, name, fl.Exclusive)
 	}
-	existing, err := f.Lookup(dir, name)
-	switch {
-	case err == nil && fl.Exclusive:
-		return Created{}, fmt.Errorf("create %q in %s: %w", name, dir, ErrExist)
-	case err == nil:
-		return f.openExisting(existing, fl, c)
-	case !isNotFound(err):
-		return Created{}, err
-	}
+	// A leases directory holds only leases, and the reservation itself
+	// finds an existing one (a retry, Created false) or refuses a clone
+	// leased elsewhere; no Lookup first, which would read the store again
+	// while the kernel holds the directory's lock.
 	var r *store.Reservation
 	switch dir.kind {
 	case KindGenerationLeasesDir:
@@ -272,6 +267,15 @@ func (f *FS) Create(dir Node, name string, fl OpenFlags, c Caller) (cr Created, 
 	case KindKeyLeasesDir:
 		r, err = f.st.ReserveLeaseByKey(dir.name, name)
 	default:
+		existing, err := f.Lookup(dir, name)
+		switch {
+		case err == nil && fl.Exclusive:
+			return Created{}, fmt.Errorf("create %q in %s: %w", name, dir, ErrExist)
+		case err == nil:
+			return f.openExisting(existing, fl, c)
+		case !isNotFound(err):
+			return Created{}, err
+		}
 		return Created{}, fmt.Errorf("create %q in %s: files are created only in leases directories of a generation or key: %w", name, dir, ErrNotPermitted)
 	}
 	switch {

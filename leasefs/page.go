@@ -16,6 +16,29 @@ import (
 // at the end. Errors: as ReadDir, and ErrNotFound (wrapped) for a
 // generation directory's after that is not a generation ID.
 func (f *FS) ReadDirFrom(dir Node, after string, n int) ([]DirEntry, error) {
+	plus, err := f.ReadDirPlusFrom(dir, after, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DirEntry, len(plus))
+	for i, e := range plus {
+		out[i] = e.DirEntry
+	}
+	return out, nil
+}
+
+// DirEntryPlus is a listed entry with, for a lease file, its attributes
+// as the page read them (nil for other nodes: ask Attr).
+type DirEntryPlus struct {
+	DirEntry
+	Attr *Attr
+}
+
+// ReadDirPlusFrom is ReadDirFrom with the attributes of each listed
+// lease file, taken from the same store read as the page: an adapter
+// answering READDIRPLUS needs no Lookup or Attr of its own per lease,
+// which would read the lease twice more. Errors: as ReadDirFrom.
+func (f *FS) ReadDirPlusFrom(dir Node, after string, n int) ([]DirEntryPlus, error) {
 	if err := f.enter("readdir"); err != nil {
 		return nil, err
 	}
@@ -25,7 +48,7 @@ func (f *FS) ReadDirFrom(dir Node, after string, n int) ([]DirEntry, error) {
 	}
 	switch dir.kind {
 	case KindGenerationsDir, KindTombstonesDir, KindRetiringDir:
-		return f.generationsFrom(dir, after, n)
+		return plain(f.generationsFrom(dir, after, n))
 	case KindGenerationLeasesDir:
 		return f.leasesFrom(n, func(after string, n int) ([]store.Lease, error) {
 			return f.st.GenerationLeasesAfter(dir.Generation(), after, n)
@@ -57,7 +80,19 @@ func (f *FS) ReadDirFrom(dir Node, after string, n int) ([]DirEntry, error) {
 			}
 		}
 	}
-	return all[start:min(len(all), start+n)], nil
+	return plain(all[start:min(len(all), start+n)], nil)
+}
+
+// plain returns entries without attributes, or err.
+func plain(entries []DirEntry, err error) ([]DirEntryPlus, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DirEntryPlus, len(entries))
+	for i, e := range entries {
+		out[i] = DirEntryPlus{DirEntry: e}
+	}
+	return out, nil
 }
 
 func (f *FS) generationsFrom(dir Node, after string, n int) ([]DirEntry, error) {
@@ -97,9 +132,10 @@ func (f *FS) generationsFrom(dir Node, after string, n int) ([]DirEntry, error) 
 }
 
 // leasesFrom pages through page (a store cursor read) from after until n
-// leases that keep accepts (nil: all) are found or the leases end.
-func (f *FS) leasesFrom(n int, page func(after string, n int) ([]store.Lease, error), after string, keep func(store.Lease) bool) ([]DirEntry, error) {
-	var out []DirEntry
+// leases that keep accepts (nil: all) are found or the leases end, each
+// with its attributes.
+func (f *FS) leasesFrom(n int, page func(after string, n int) ([]store.Lease, error), after string, keep func(store.Lease) bool) ([]DirEntryPlus, error) {
+	var out []DirEntryPlus
 	for len(out) < n {
 		leases, err := page(after, n)
 		if err != nil {
@@ -113,7 +149,11 @@ func (f *FS) leasesFrom(n int, page func(after string, n int) ([]store.Lease, er
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, DirEntry{Name: l.CloneID, Node: node})
+			a, _, err := f.leaseAttr(node, l)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, DirEntryPlus{DirEntry{Name: l.CloneID, Node: node}, &a})
 			if len(out) == n {
 				return out, nil
 			}

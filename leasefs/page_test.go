@@ -66,3 +66,37 @@ func TestReadDirFromRemoved(t *testing.T) {
 		t.Errorf("page size 0 accepted")
 	}
 }
+
+// TestReadDirPlusFrom: each listed lease comes with the attributes Attr
+// reports for it, and every other entry without any.
+func TestReadDirPlusFrom(t *testing.T) {
+	fx := newFixture(t, makeCaptures(t))
+	fx.acquire(3, "a0")
+	for p, dir := range fx.walkTree() {
+		if !dir.IsDir() {
+			continue
+		}
+		page, err := fx.fs.ReadDirPlusFrom(dir, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page {
+			switch {
+			case e.Node.Kind() != KindLeaseFile:
+				if e.Attr != nil {
+					t.Errorf("%s/%s: %s listed with attributes", p, e.Name, e.Node)
+				}
+			case e.Attr == nil:
+				t.Errorf("%s/%s: lease listed without attributes", p, e.Name)
+			default:
+				want, err := fx.fs.Attr(e.Node)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if *e.Attr != want {
+					t.Errorf("%s/%s: listed with %+v, Attr says %+v", p, e.Name, *e.Attr, want)
+				}
+			}
+		}
+	}
+}

@@ -32,7 +32,7 @@ func treeSection(name string) (string, error) {
 			if k == KindRoot {
 				continue
 			}
-			fmt.Fprintf(&b, "%-47s %s\n", "MNT/"+kindPath(k), plain(k.facts().shows))
+			fmt.Fprintf(&b, "%-47s %s\n", "MNT/"+kindPath(k), unquoted(k.facts().shows))
 		}
 		b.WriteString("```\n")
 	case treeSectionNodes:
@@ -99,5 +99,5 @@ func inoDoc(r *kindFacts) string {
 	return fmt.Sprintf("class 0x%02x, %s", r.class, objectNumbers[r.object])
 }
 
-// plain drops the code-span backquotes of s, for a code block.
-func plain(s string) string { return strings.ReplaceAll(s, "`", "") }
+// unquoted drops the code-span backquotes of s, for a code block.
+func unquoted(s string) string { return strings.ReplaceAll(s, "`", "") }

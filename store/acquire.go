@@ -107,25 +107,21 @@ func (s *Store) newLease(g Generation, cloneID, launch string, seq uint64) Lease
 	}
 }
 
-// putLease writes the record of new lease l and its index row, and
+// insertLease writes the record of new lease l and its index row, and
 // raises the leases bucket's sequence to l.Seq if it is below (the
 // numbers are handed out in memory, reserve).
-func (s *Store) putLease(tx *bolt.Tx, l Lease) error {
+func (s *Store) insertLease(tx *bolt.Tx, l Lease) error {
 	leases := tx.Bucket(bucketLeases)
 	if leases.Sequence() < l.Seq {
 		if err := leases.SetSequence(l.Seq); err != nil {
 			return err
 		}
 	}
-	if err := putJSON(leases, []byte(l.CloneID), l); err != nil {
+	if err := s.putLease(tx, l); err != nil {
 		return err
 	}
 	s.countLease(tx, "", Reserved)
-	gl, err := tx.Bucket(bucketGenerationLeases).CreateBucketIfNotExists(genKey(l.Generation))
-	if err != nil {
-		return err
-	}
-	if err := gl.Put([]byte(l.CloneID), nil); err != nil {
+	if err := s.indexLease(tx, l); err != nil {
 		return err
 	}
 	return s.leasesChanged(tx, l.Generation)

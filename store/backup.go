@@ -181,6 +181,9 @@ func adoptIndex(path string) ([]Generation, error) {
 	}
 	var gens []Generation
 	err = guard(func() error {
+		if err := migrateIndex(db, false, func(string, ...any) {}); err != nil {
+			return err
+		}
 		return db.Update(func(tx *bolt.Tx) error {
 			if err := checkSchema(tx); err != nil {
 				return err

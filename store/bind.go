@@ -98,7 +98,7 @@ func (s *Store) bindLease(cloneID string, seq uint64, pid int, r bindRoute) (_ L
 		now := s.now().UTC()
 		s.countLease(tx, lease.State, Bound)
 		lease.State, lease.Process, lease.BoundAt, lease.UpdatedAt = Bound, &id, now, now
-		return putJSON(tx.Bucket(bucketLeases), []byte(cloneID), lease)
+		return s.putLease(tx, lease)
 	})
 	switch {
 	case errors.Is(err, errUnchanged):

@@ -5,7 +5,6 @@
 package store_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -192,17 +191,12 @@ func rewriteLeaseRecord(t *testing.T, dir string, st *store.Store, cloneID strin
 		t.Fatal(err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("leases"))
-		var l store.Lease
-		if err := json.Unmarshal(b.Get([]byte(cloneID)), &l); err != nil {
-			return err
-		}
-		edit(&l)
-		data, err := json.Marshal(l)
+		l, err := store.GetLeaseRow(tx, cloneID)
 		if err != nil {
 			return err
 		}
-		return b.Put([]byte(cloneID), data)
+		edit(&l)
+		return store.PutLeaseRow(tx, l)
 	})
 	if cerr := db.Close(); err == nil {
 		err = cerr

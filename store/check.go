@@ -29,8 +29,8 @@ type CheckOptions struct {
 const (
 	ProblemIndex              = "index"                    // bbolt page-level inconsistency (bbolt Tx.Check) or an undecodable or misfiled record
 	ProblemLeaseGeneration    = "lease-without-generation" // a lease names a generation that does not exist (retired or never published); an exited lease may outlive its retired generation
-	ProblemLeaseIndexMissing  = "lease-index-missing"      // a lease is not listed in generation_leases under its generation
-	ProblemLeaseIndexStale    = "lease-index-stale"        // a generation_leases row or bucket with no matching lease
+	ProblemLeaseIndexMissing  = "lease-index-missing"      // a lease is not listed in generation_leases under its generation, or a tracked lease not in tracked_leases
+	ProblemLeaseIndexStale    = "lease-index-stale"        // a generation_leases row or bucket with no matching lease, or a tracked_leases row of a lease not tracked
 	ProblemKeyMissing         = "key-missing"              // a generation or key_generations bucket names a key with no key record
 	ProblemKeyIndexMissing    = "key-index-missing"        // a generation is not listed in key_generations under its key
 	ProblemKeyIndexStale      = "key-index-stale"          // a key_generations row for a missing generation or one of another key
@@ -233,13 +233,17 @@ func (c *checker) leases(tx *bolt.Tx, gens []Generation) {
 	leases := tx.Bucket(bucketLeases)
 	gls := tx.Bucket(bucketGenerationLeases)
 	leases.ForEach(func(k, _ []byte) error {
-		var l Lease
-		if _, err := getJSON(leases, k, &l); err != nil {
+		l, _, err := getLease(leases, k)
+		if err != nil {
 			c.add(ProblemIndex, fmt.Sprintf("lease %q", k), "%v", err)
 			return nil
 		}
 		k = bytes.Clone(k) // used by a fix after this transaction
 		subject := fmt.Sprintf("lease %q", l.CloneID)
+		if tracked(l) && tx.Bucket(bucketTrackedLeases).Get(k) == nil {
+			i := c.add(ProblemLeaseIndexMissing, subject, "%s with a process but not listed in tracked_leases, so exit tracking would not watch it", l.State)
+			c.fixIndex[i] = func(tx *bolt.Tx) error { return relistTracked(tx, k) }
+		}
 		if l.State == Exited && !exists[l.Generation] {
 			return nil // outlived its retired generation, until released
 		}
@@ -249,8 +253,7 @@ func (c *checker) leases(tx *bolt.Tx, gens []Generation) {
 		if gl := gls.Bucket(genKey(l.Generation)); gl == nil || gl.Get(k) == nil {
 			i := c.add(ProblemLeaseIndexMissing, subject, "not listed under generation_leases/%s", l.Generation)
 			c.fixIndex[i] = func(tx *bolt.Tx) error {
-				var now Lease
-				if found, err := getJSON(tx.Bucket(bucketLeases), k, &now); err != nil || !found || now.Generation != l.Generation {
+				if now, found, err := getLease(tx.Bucket(bucketLeases), k); err != nil || !found || now.Generation != l.Generation {
 					return err
 				}
 				gl, err := tx.Bucket(bucketGenerationLeases).CreateBucketIfNotExists(genKey(l.Generation))
@@ -260,6 +263,20 @@ func (c *checker) leases(tx *bolt.Tx, gens []Generation) {
 				return gl.Put(k, nil)
 			}
 		}
+		return nil
+	})
+	tx.Bucket(bucketTrackedLeases).ForEach(func(clone, _ []byte) error {
+		l, found, err := getLease(leases, clone)
+		if err != nil || found && tracked(l) {
+			return nil // an undecodable row is reported above
+		}
+		clone = bytes.Clone(clone)
+		detail := "no such lease"
+		if found {
+			detail = fmt.Sprintf("the lease is %s, which exit tracking does not watch", l.State)
+		}
+		i := c.add(ProblemLeaseIndexStale, fmt.Sprintf("tracked_leases/%s", clone), "%s", detail)
+		c.fixIndex[i] = func(tx *bolt.Tx) error { return relistTracked(tx, clone) }
 		return nil
 	})
 	gls.ForEachBucket(func(gk []byte) error {
@@ -284,8 +301,7 @@ func (c *checker) leases(tx *bolt.Tx, gens []Generation) {
 		}
 		return gl.ForEach(func(clone, _ []byte) error {
 			clone = bytes.Clone(clone)
-			var l Lease
-			found, err := getJSON(leases, clone, &l)
+			l, found, err := getLease(leases, clone)
 			if err == nil && found && l.Generation == gen {
 				return nil
 			}
@@ -295,8 +311,7 @@ func (c *checker) leases(tx *bolt.Tx, gens []Generation) {
 			}
 			i := c.add(ProblemLeaseIndexStale, fmt.Sprintf("generation_leases/%s/%s", gen, clone), "%s", detail)
 			c.fixIndex[i] = func(tx *bolt.Tx) error {
-				var now Lease
-				found, err := getJSON(tx.Bucket(bucketLeases), clone, &now)
+				now, found, err := getLease(tx.Bucket(bucketLeases), clone)
 				if err != nil || found && now.Generation == gen {
 					return err
 				}
@@ -308,6 +323,20 @@ func (c *checker) leases(tx *bolt.Tx, gens []Generation) {
 			return nil
 		})
 	})
+}
+
+// relistTracked makes tracked_leases/ agree with the lease row of clone
+// as it is now: listed if tracked, else not. Errors: a row that does not
+// decode.
+func relistTracked(tx *bolt.Tx, clone []byte) error {
+	l, found, err := getLease(tx.Bucket(bucketLeases), clone)
+	switch {
+	case err != nil:
+		return err
+	case found && tracked(l):
+		return tx.Bucket(bucketTrackedLeases).Put(clone, nil)
+	}
+	return tx.Bucket(bucketTrackedLeases).Delete(clone)
 }
 
 // keys checks that key_generations rows point to existing generations of

@@ -74,6 +74,20 @@ type corruption struct {
 }
 
 var corruptions = []corruption{
+	{name: "tracked lease not listed", index: func(tx *bolt.Tx, key []byte) error {
+		l, err := store.GetLeaseRow(tx, "c1")
+		if err != nil {
+			return err
+		}
+		l.State, l.Process = store.Bound, &store.ProcessIdentity{PID: 1, StartTime: 1, BootID: strings.Repeat("ab", 16)}
+		if err := store.PutLeaseRow(tx, l); err != nil {
+			return err
+		}
+		return tx.Bucket([]byte("tracked_leases")).Delete([]byte("c1"))
+	}, want: []string{store.ProblemLeaseIndexMissing}, repairable: true},
+	{name: "stale tracked row", index: func(tx *bolt.Tx, key []byte) error {
+		return tx.Bucket([]byte("tracked_leases")).Put([]byte("c1"), nil) // c1 is reserved
+	}, want: []string{store.ProblemLeaseIndexStale}, repairable: true},
 	{name: "lease index row missing", index: func(tx *bolt.Tx, key []byte) error {
 		return tx.Bucket([]byte("generation_leases")).Bucket(gkey(1)).Delete([]byte("c1"))
 	}, want: []string{store.ProblemLeaseIndexMissing}, repairable: true},
@@ -89,8 +103,7 @@ var corruptions = []corruption{
 		return err
 	}, want: []string{store.ProblemLeaseIndexStale}, repairable: true},
 	{name: "lease on a missing generation", index: func(tx *bolt.Tx, key []byte) error {
-		lease := `{"clone_id":"ghost","store_generation":"g000099","key_id":"` + string(key) + `","seq":7,"state":"reserved"}`
-		if err := tx.Bucket([]byte("leases")).Put([]byte("ghost"), []byte(lease)); err != nil {
+		if err := store.PutLeaseRow(tx, store.Lease{CloneID: "ghost", Generation: 99, KeyID: string(key), Seq: 7, State: store.Reserved}); err != nil {
 			return err
 		}
 		gl, err := tx.Bucket([]byte("generation_leases")).CreateBucket(gkey(99))

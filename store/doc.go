@@ -20,7 +20,7 @@
 //   - platform_unix.go, platform_linux.go, platform_windows.go: syncDir,
 //     renameNoReplace, openNoFollow, openBeneath (openat2 with
 //     RESOLVE_NO_SYMLINKS|RESOLVE_BENEATH on Linux), openDir, linkCount,
-//     stampOf, nextExtent, the lock file's owner pid and killSelf for fail
+//     stampOf, the lock file's owner pid and killSelf for fail
 //     points. Linux fsyncs directories, renames
 //     with RENAME_NOREPLACE and copies sparse files by extent; Windows
 //     flushes files with FlushFileBuffers, renames with MoveFileEx and

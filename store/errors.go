@@ -26,6 +26,10 @@ var (
 	// ErrSchemaTooNew is returned by Open when the schema version is newer
 	// than SchemaVersion.
 	ErrSchemaTooNew = errors.New("store schema is newer than this build")
+	// ErrMigration is returned by Open when an index of an older schema
+	// holds a row that cannot be migrated to SchemaVersion; the message
+	// names the row. The index keeps every row it had.
+	ErrMigration = errors.New("store index cannot be migrated")
 	// ErrIndexCorrupt is returned by Open when the index file is damaged
 	// (truncated, both meta pages invalid, a page tree bbolt could not
 	// walk safely, a freelist naming pages in use), and by any call that

@@ -1,8 +1,6 @@
 package store
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -166,46 +164,27 @@ func (s *Store) reconcileExits(t *exitTracker) error {
 	return s.recordExits(found)
 }
 
-// trackedLeases returns every tracked lease, in one read transaction.
-// Most leases of a large store are reserved, so a row is decoded only if
-// its state (leaseRowState) is a tracked one: at 1,000,000 leases this
-// walk costs a fraction of decoding every row.
+// trackedLeases returns every tracked lease, in one read transaction:
+// those tracked_leases/ lists, so that a start reads the leases it
+// watches and not all of a large store's (most are reserved or exited).
+// A listed lease that is gone or no longer tracked is skipped (Check
+// reports the row).
 func (s *Store) trackedLeases() ([]Lease, error) {
 	var out []Lease
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketLeases).ForEach(func(k, v []byte) error {
-			if state, ok := leaseRowState(v); ok && state != Bound && state != Releasing && state != TeardownFailed {
-				return nil
+		leases := tx.Bucket(bucketLeases)
+		return tx.Bucket(bucketTrackedLeases).ForEach(func(k, _ []byte) error {
+			l, found, err := getLease(leases, k)
+			if err != nil {
+				return err
 			}
-			var l Lease
-			if err := json.Unmarshal(v, &l); err != nil {
-				return fmt.Errorf("decode lease row %q: %w", k, err)
-			}
-			if tracked(l) {
+			if found && tracked(l) {
 				out = append(out, l)
 			}
 			return nil
 		})
 	})
 	return out, err
-}
-
-// stateKey is how json.Marshal writes a Lease's state key.
-var stateKey = []byte(`"state":"`)
-
-// leaseRowState reads the state from a lease row as json.Marshal wrote
-// it, without decoding the row: the text after the first `"state":"` up
-// to the next quote. That is the state key's value, because a Lease has
-// one key of that name (its Process has none) and json.Marshal escapes
-// every quote inside a string, so no string can hold the key's text.
-// ok is false if the row does not have that shape.
-func leaseRowState(row []byte) (state LeaseState, ok bool) {
-	_, rest, found := bytes.Cut(row, stateKey)
-	value, _, closed := bytes.Cut(rest, []byte(`"`))
-	if !found || !closed {
-		return "", false
-	}
-	return LeaseState(value), true
 }
 
 // finding is the exitFinding of a look at l's process that gave verdict
@@ -254,7 +233,7 @@ func (s *Store) recordExits(found []exitFinding) error {
 			default:
 				continue
 			}
-			if err := putJSON(tx.Bucket(bucketLeases), []byte(l.CloneID), l); err != nil {
+			if err := s.putLease(tx, l); err != nil {
 				return err
 			}
 		}

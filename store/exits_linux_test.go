@@ -236,7 +236,7 @@ func editLease(t *testing.T, dir, clone string, edit func(*Lease)) {
 			return err
 		}
 		edit(&l)
-		return putJSON(tx.Bucket(bucketLeases), []byte(clone), l)
+		return writeLeaseRow(tx, l)
 	}); err != nil {
 		t.Fatal(err)
 	}

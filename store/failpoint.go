@@ -29,7 +29,11 @@ import (
 // incoming-committed (PublishIncoming: generation committed, its incoming
 // names not yet removed; a publication of an incoming directory passes
 // the publish-* points too), autobind-committed (a bind at a payload
-// open, BindLaunched), cancel-committed (CancelLease).
+// open, BindLaunched), cancel-committed (CancelLease),
+// pull-midway-<artifact> (a pull's download of the artifact, after
+// MidwayBytes of its data are written), pull-saved-<artifact> (the
+// artifact verified and renamed into the pull's staging directory),
+// migrate-batch-committed (after each commit of a schema migration, migrate.go).
 const FailpointEnv = "TEMPLATEFS_FAILPOINT"
 
 // TEMPLATEFS_FAILPOINT=<name>:ENOSPC or <name>:EIO arms an error point

@@ -145,7 +145,7 @@ func (s *Store) QueueFleet(q FleetQueued) ([]GenerationID, error) {
 		return nil, err
 	}
 	s.log.Info("fleet change queued", "fleet_id", q.FleetID, "tombstone", q.Tombstone, "reason", q.Reason, "uid", q.UID)
-	return s.applyFleet(q.FleetID, q.Tombstone, q.UID)
+	return s.applyFleet(q.FleetID, q.Tombstone, q.UID, nil)
 }
 
 // FleetDequeue removes q from the queue once etcd has it, unless a later
@@ -168,6 +168,28 @@ func (s *Store) FleetDequeue(q FleetQueued) error {
 	return err
 }
 
+// quarantineByFleet makes g, a generation being published in tx,
+// tombstoned if the fleet view holds a tombstone of its template: a host
+// that publishes (or pulls) a template the fleet has quarantined never
+// grants a lease on it.
+func quarantineByFleet(tx *bolt.Tx, g *Generation) {
+	if vb := fleetBucket(tx, bucketFleetView); vb != nil && vb.Get([]byte(g.FleetID())) != nil {
+		g.State = Tombstoned
+		g.Tombstone = &Tombstone{At: g.PublishedAt}
+	}
+}
+
+// unlessQueued, run in a tombstone or lift transaction, keeps the
+// record unchanged (errUnchanged) while the queue holds a change of its
+// template: checked in the transaction, so a local change committed just
+// before is never undone by an older fleet event.
+func unlessQueued(tx *bolt.Tx, g *Generation) error {
+	if qb := fleetBucket(tx, bucketFleetQueue); qb != nil && qb.Get([]byte(g.FleetID())) != nil {
+		return errUnchanged
+	}
+	return nil
+}
+
 func fleetBucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
 	if fb := tx.Bucket(bucketFleet); fb != nil {
 		return fb.Bucket(name)
@@ -182,9 +204,13 @@ func fleetBucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
 // own transaction, then commits the view entry and the revision. A crash
 // between the two leaves the older revision, from which the fleet replays
 // the change again; both steps are idempotent. The change is not queued:
-// it came from the fleet. A retiring generation is left as it is.
+// it came from the fleet. A retiring generation is left as it is. While
+// this host has a change of the same template queued, its generations
+// are left as they are too: the queued change is newer than anything
+// etcd has (it is written after every event the member has applied) and
+// will come back through the watch.
 func (s *Store) ApplyFleet(fleetID string, value []byte, rev int64) error {
-	if _, err := s.applyFleet(fleetID, value != nil, 0); err != nil {
+	if _, err := s.applyFleet(fleetID, value != nil, 0, unlessQueued); err != nil {
 		return err
 	}
 	return s.update(faultFleetViewCommit, func(tx *bolt.Tx) error {
@@ -218,14 +244,14 @@ func (s *Store) ResyncFleet(rev int64, tombstones map[string][]byte) error {
 	}
 	for id := range tombstones {
 		if _, ok := st.View[id]; !ok {
-			if _, err := s.applyFleet(id, true, 0); err != nil {
+			if _, err := s.applyFleet(id, true, 0, unlessQueued); err != nil {
 				return err
 			}
 		}
 	}
 	for id := range st.View {
 		if _, ok := tombstones[id]; !ok {
-			if _, err := s.applyFleet(id, false, 0); err != nil {
+			if _, err := s.applyFleet(id, false, 0, unlessQueued); err != nil {
 				return err
 			}
 		}
@@ -271,9 +297,10 @@ func putFleetRevision(tx *bolt.Tx, rev int64) error {
 }
 
 // applyFleet tombstones (or lifts) every generation with fleet identity
-// fleetID through Tombstone's (Lift's) own transaction, queueing nothing,
-// and returns them. Lifting a retiring generation is skipped.
-func (s *Store) applyFleet(fleetID string, tombstone bool, uid uint32) ([]GenerationID, error) {
+// fleetID through Tombstone's (Lift's) own transaction, queueing nothing
+// (guard, if not nil, runs in that transaction and may keep the record
+// unchanged), and returns them. Lifting a retiring generation is skipped.
+func (s *Store) applyFleet(fleetID string, tombstone bool, uid uint32, guard func(*bolt.Tx, *Generation) error) ([]GenerationID, error) {
 	held, err := s.FleetHeld()
 	if err != nil {
 		return nil, err
@@ -284,9 +311,9 @@ func (s *Store) applyFleet(fleetID string, tombstone bool, uid uint32) ([]Genera
 			continue
 		}
 		if tombstone {
-			_, err = s.tombstone(h.Generation, uid, nil)
+			_, err = s.tombstone(h.Generation, uid, guard)
 		} else if h.State != Retiring {
-			_, err = s.lift(h.Generation, nil)
+			_, err = s.lift(h.Generation, guard)
 		}
 		if err != nil && !errors.Is(err, ErrNotFound) { // retired meanwhile
 			return gens, err

@@ -5,7 +5,10 @@ import (
 	"testing"
 
 	"templatefs/store"
+	"templatefs/store/templatekey"
 )
+
+func ptr[T any](v T) *T { return &v }
 
 // openFleetStore opens a new store with Options.Fleet and publishes one
 // capture into it.
@@ -67,6 +70,13 @@ func TestFleetQueueAndApply(t *testing.T) {
 	if len(q) != 1 || q[0].FleetID != id || !q[0].Tombstone || q[0].UID != 1000 {
 		t.Fatalf("queue after a local tombstone = %+v, want one tombstone of %s by uid 1000", q, id)
 	}
+	// A fleet lift older than the queued tombstone leaves it in place.
+	if err := a.ApplyFleet(id, nil, 3); err != nil {
+		t.Fatal(err)
+	}
+	if s := state(t, a, ga.ID); s != store.Tombstoned {
+		t.Fatalf("a fleet lift while a tombstone is queued: state %s, want tombstoned", s)
+	}
 	if err := a.FleetDequeue(q[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +93,15 @@ func TestFleetQueueAndApply(t *testing.T) {
 	fs := fleetState(t, b)
 	if len(fs.Queue) != 0 || fs.Revision != 5 || string(fs.View[id]) != `{"host":"a"}` {
 		t.Fatalf("fleet state after ApplyFleet = %+v, want no queue, revision 5, the view entry", fs)
+	}
+
+	// A publication of the quarantined template is tombstoned at once.
+	dup, err := b.Publish(capture, ptr(templatekey.SampleClass()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dup.State != store.Tombstoned {
+		t.Fatalf("publication of a template the fleet quarantines: state %s, want tombstoned", dup.State)
 	}
 
 	// A second generation tombstoned locally only (not in the view) stays

@@ -239,8 +239,7 @@ func hasLeases(tx *bolt.Tx, gen GenerationID) bool {
 	leases := tx.Bucket(bucketLeases)
 	c := gl.Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
-		var l Lease
-		if found, err := getJSON(leases, k, &l); err != nil || !found || l.Generation != gen || l.State != Exited {
+		if l, found, err := getLease(leases, k); err != nil || !found || l.Generation != gen || l.State != Exited {
 			return true
 		}
 	}

@@ -19,19 +19,10 @@ import (
 func (s *Store) identicalGeneration(keyID string, c *manifest.Capture, manifestDigest string, before []fileStamp) (Generation, bool, error) {
 	var candidates []Generation
 	err := s.db.View(func(tx *bolt.Tx) error {
-		kg := tx.Bucket(bucketKeyGenerations).Bucket([]byte(keyID))
-		if kg == nil {
-			return nil
-		}
-		return kg.ForEach(func(k, _ []byte) error {
-			g, err := getGeneration(tx, GenerationID(binary.BigEndian.Uint64(k)))
-			if err != nil {
-				return err
-			}
-			if g.State != Retiring && sameShape(g, c, manifestDigest) {
+		return forEachLiveGeneration(tx, keyID, func(g Generation) {
+			if sameShape(g, c, manifestDigest) {
 				candidates = append(candidates, g)
 			}
-			return nil
 		})
 	})
 	if err != nil || len(candidates) == 0 {
@@ -58,6 +49,25 @@ func (s *Store) identicalGeneration(keyID string, c *manifest.Capture, manifestD
 		}
 	}
 	return Generation{}, false, nil
+}
+
+// forEachLiveGeneration calls fn with every generation of keyID that is
+// not retiring (retiring generations are on their way out), in ID order.
+func forEachLiveGeneration(tx *bolt.Tx, keyID string, fn func(Generation)) error {
+	kg := tx.Bucket(bucketKeyGenerations).Bucket([]byte(keyID))
+	if kg == nil {
+		return nil
+	}
+	return kg.ForEach(func(k, _ []byte) error {
+		g, err := getGeneration(tx, GenerationID(binary.BigEndian.Uint64(k)))
+		if err != nil {
+			return err
+		}
+		if g.State != Retiring {
+			fn(g)
+		}
+		return nil
+	})
 }
 
 // sameShape reports whether g has exactly c's artifact names and sizes,

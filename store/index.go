@@ -39,6 +39,8 @@ type index struct {
 	stuck atomic.Bool
 	// stackLogged is set once noteDamage has logged a damage's stack.
 	stackLogged atomic.Bool
+	// fills is the running write transaction's appendFills.
+	fills appendFills
 }
 
 // openIndex checks the index file at path (checkIndexFile) and only then
@@ -114,8 +116,13 @@ func (x *index) Update(fn func(*bolt.Tx) error) error {
 	if err != nil {
 		return err
 	}
+	// fills lives while fn runs, under bbolt's writer lock, which the
+	// commit or rollback releases.
+	x.fills = appendFills{}
 	err = guard(func() error {
-		if err := fn(tx); err != nil {
+		err := fn(tx)
+		x.fills = nil
+		if err != nil {
 			return err
 		}
 		start := time.Now()

@@ -205,7 +205,7 @@ func makeDamageBase(dir string) error {
 		}
 		for i := range 300 {
 			l := Lease{CloneID: fmt.Sprintf("clone-%03d", i), Generation: g.ID, KeyID: g.KeyID, Seq: uint64(i + 1), State: Reserved}
-			if err := putJSON(tx.Bucket(bucketLeases), []byte(l.CloneID), l); err != nil {
+			if err := writeLeaseRow(tx, l); err != nil {
 				return err
 			}
 			if err := gl.Put([]byte(l.CloneID), nil); err != nil {
@@ -605,11 +605,13 @@ func TestIndexDamagedWhileOpenRefusedWrite(t *testing.T) {
 	// The leases bucket's leaf page that holds clone-150's record, which
 	// the read after the write walks (Info counts the leases). Its name
 	// alone is also a key in generation_leases, which Info does not read:
-	// matching the name only picked either page, by the layout of the run.
+	// matching the name only picked either page, by the layout of the run;
+	// in leases the name is followed by its row (format, state Reserved),
+	// in generation_leases by the next name.
 	page := int64(-1)
 	for id := int64(2); id < int64(m.pgid); id++ {
 		p := data[id*ps : (id+1)*ps]
-		if used[id] && native.Uint16(p[8:]) == boltLeafPage && bytes.Contains(p, []byte(`"clone_id":"clone-150"`)) {
+		if used[id] && native.Uint16(p[8:]) == boltLeafPage && bytes.Contains(p, []byte("clone-150\x01\x01")) {
 			page = id
 		}
 	}

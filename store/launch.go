@@ -90,7 +90,6 @@ func (s *Store) leaseByLaunch(gen GenerationID, launch string) (lease Lease, fou
 	if !validLaunchID(launch) {
 		return Lease{}, false, nil
 	}
-	needle := []byte(launch)
 	err = s.db.View(func(tx *bolt.Tx) error {
 		gl := tx.Bucket(bucketGenerationLeases).Bucket(genKey(gen))
 		if gl == nil {
@@ -99,11 +98,8 @@ func (s *Store) leaseByLaunch(gen GenerationID, launch string) (lease Lease, fou
 		leases := tx.Bucket(bucketLeases)
 		c := gl.Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			if !bytes.Contains(leases.Get(k), needle) {
-				continue
-			}
-			var l Lease
-			if _, err := getJSON(leases, k, &l); err != nil {
+			l, _, err := getLease(leases, k)
+			if err != nil {
 				return err
 			}
 			if l.LaunchID == launch && l.Generation == gen {

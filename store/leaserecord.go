@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -9,28 +8,75 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// Every read and write of a lease row goes through this file (getLease,
+// putLease, decodeLeaseRow, deleteLeaseRecord); the row's encoding is
+// leasecodec.go's.
+
 // readLeaseTx reads the lease of cloneID in tx. Errors: ErrNotFound, a
 // record that does not decode.
 func readLeaseTx(tx *bolt.Tx, cloneID string) (Lease, error) {
-	var lease Lease
-	found, err := getJSON(tx.Bucket(bucketLeases), []byte(cloneID), &lease)
+	lease, found, err := getLease(tx.Bucket(bucketLeases), []byte(cloneID))
 	if err == nil && !found {
 		err = fmt.Errorf("lease %q: %w", cloneID, ErrNotFound)
 	}
 	return lease, err
 }
 
-// leaseStateOf decodes only the state of the lease record v stored under
-// key k, for a walk of every lease (StateCounts): no times or process to
-// parse, as readLeaseTx does. Errors: a record that does not decode.
-func leaseStateOf(k, v []byte) (LeaseState, error) {
-	var rec struct {
-		State LeaseState `json:"state"`
+// getLease reads the row of cloneID from the leases bucket b; found is
+// false when there is none. Errors: a row that does not decode.
+func getLease(b *bolt.Bucket, cloneID []byte) (lease Lease, found bool, err error) {
+	row := b.Get(cloneID)
+	if row == nil {
+		return Lease{}, false, nil
 	}
-	if err := json.Unmarshal(v, &rec); err != nil {
-		return "", fmt.Errorf("decode index record %q: %w", k, err)
+	lease, err = decodeLeaseRow(cloneID, row)
+	return lease, true, err
+}
+
+// decodeLeaseRow decodes a row of the leases bucket, naming its key in
+// the error.
+func decodeLeaseRow(cloneID, row []byte) (Lease, error) {
+	l, err := decodeLease(cloneID, row)
+	if err != nil {
+		return Lease{}, fmt.Errorf("decode lease row %q: %w", cloneID, err)
 	}
-	return rec.State, nil
+	return l, nil
+}
+
+// putLease writes lease's row, keyed by its clone ID, into tx's leases
+// bucket (its pages filled as appendFills says).
+func (s *Store) putLease(tx *bolt.Tx, lease Lease) error {
+	s.db.fills.put(tx.Bucket(bucketLeases), []byte(lease.CloneID))
+	return writeLeaseRow(tx, lease)
+}
+
+// writeLeaseRow puts lease's row, keyed by its clone ID, into tx's
+// leases bucket, and lists it in tracked_leases/ if exit tracking
+// watches it (tracked), or unlists it.
+func writeLeaseRow(tx *bolt.Tx, lease Lease) error {
+	row, err := encodeLease(lease)
+	if err != nil {
+		return err
+	}
+	key := []byte(lease.CloneID)
+	if err := tx.Bucket(bucketLeases).Put(key, row); err != nil {
+		return err
+	}
+	if tracked(lease) {
+		return tx.Bucket(bucketTrackedLeases).Put(key, nil)
+	}
+	return tx.Bucket(bucketTrackedLeases).Delete(key)
+}
+
+// indexLease lists lease under its generation in generation_leases,
+// making the generation's bucket if it has none.
+func (s *Store) indexLease(tx *bolt.Tx, lease Lease) error {
+	gl, err := tx.Bucket(bucketGenerationLeases).CreateBucketIfNotExists(genKey(lease.Generation))
+	if err != nil {
+		return err
+	}
+	key := []byte(lease.CloneID)
+	return s.db.fills.put(gl, key).Put(key, nil)
 }
 
 // sameSeq refuses, with ErrNotFound, a caller that names lease l by its
@@ -57,7 +103,7 @@ func (s *Store) casLeaseState(which Lease, from, state LeaseState) error {
 		}
 		s.countLease(tx, lease.State, state)
 		lease.State, lease.UpdatedAt = state, s.now().UTC()
-		return putJSON(tx.Bucket(bucketLeases), []byte(lease.CloneID), lease)
+		return s.putLease(tx, lease)
 	})
 }
 
@@ -93,6 +139,9 @@ func (s *Store) deleteLeaseRecord(tx *bolt.Tx, lease Lease) error {
 		return err
 	}
 	s.countLease(tx, lease.State, "")
+	if err := tx.Bucket(bucketTrackedLeases).Delete([]byte(lease.CloneID)); err != nil {
+		return err
+	}
 	if gl := tx.Bucket(bucketGenerationLeases).Bucket(genKey(lease.Generation)); gl != nil {
 		if err := gl.Delete([]byte(lease.CloneID)); err != nil {
 			return err

@@ -40,9 +40,9 @@ func (s *Store) LeasesAfter(after string, n int) ([]Lease, error) {
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketLeases).Cursor()
 		for k, v := seekAfter(c, after); k != nil && len(out) < n; k, v = c.Next() {
-			var l Lease
-			if err := json.Unmarshal(v, &l); err != nil {
-				return fmt.Errorf("decode lease row %q: %w", k, err)
+			l, err := decodeLeaseRow(k, v)
+			if err != nil {
+				return err
 			}
 			out = append(out, l)
 		}
@@ -67,8 +67,8 @@ func (s *Store) GenerationLeasesAfter(gen GenerationID, after string, n int) ([]
 		leases := tx.Bucket(bucketLeases)
 		c := gl.Cursor()
 		for k, _ := seekAfter(c, after); k != nil && len(out) < n; k, _ = c.Next() {
-			var l Lease
-			if _, err := getJSON(leases, k, &l); err != nil {
+			l, _, err := getLease(leases, k)
+			if err != nil {
 				return err
 			}
 			out = append(out, l)

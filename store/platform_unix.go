@@ -3,7 +3,6 @@
 package store
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -34,24 +33,6 @@ func syncDir(path string) error {
 // component fails with ELOOP (O_NOFOLLOW).
 func openNoFollow(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-}
-
-// nextExtent returns the next data extent [data, hole) at or after off,
-// clipped to size. With no data left it returns (size, size). A file
-// system without SEEK_DATA support is treated as all data.
-func nextExtent(f *os.File, off, size int64) (data, hole int64) {
-	data, err := f.Seek(off, unix.SEEK_DATA)
-	switch {
-	case errors.Is(err, unix.ENXIO) || err == nil && data >= size:
-		return size, size
-	case err != nil:
-		return off, size
-	}
-	hole, err = f.Seek(data, unix.SEEK_HOLE)
-	if err != nil || hole > size {
-		hole = size
-	}
-	return data, hole
 }
 
 // writeLockOwner records pid as text in the lock file at path, replacing

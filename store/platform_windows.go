@@ -70,12 +70,6 @@ func openNoFollow(path string) (*os.File, error) {
 	return os.NewFile(uintptr(h), path), nil
 }
 
-// nextExtent treats the whole rest of the file as data: Windows captures
-// and copies are dense (openvmm-snapshot-format.md §1). copySparse still
-// skips writing all-zero blocks, which read back as zeros, so the digest
-// is the same as on Linux.
-func nextExtent(_ *os.File, off, size int64) (data, hole int64) { return off, size }
-
 // lockOwnerOffset is where the Windows lock file holds the owner's pid.
 // gofrs/flock locks byte 0 with LockFileEx, and Windows byte-range locks
 // are mandatory: while the lock is held no other handle, in this process

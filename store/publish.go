@@ -14,6 +14,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"templatefs/internal/sparsefile"
 	"templatefs/store/manifest"
 	"templatefs/store/templatekey"
 )
@@ -231,6 +232,7 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, opts Publis
 		if err := kg.Put(genKey(id), nil); err != nil {
 			return err
 		}
+		quarantineByFleet(tx, &g)
 		s.countGeneration(tx, "", g.State)
 		return putJSON(tx.Bucket(bucketGenerations), genKey(id), g)
 	})
@@ -239,6 +241,10 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, opts Publis
 	}
 	s.log.Info("published generation", "generation", id.String(), "key", keyID, "capture", captureDir)
 	s.emit(Event{Kind: EventPublished, Generation: id, KeyID: keyID})
+	if g.State == Tombstoned {
+		s.log.Warn("published generation is tombstoned: the fleet quarantines its template", "generation", id.String(), "fleet_id", g.FleetID())
+		s.emit(Event{Kind: EventTombstoned, Generation: id, KeyID: keyID})
+	}
 	s.observer().Published(artifactBytes(g), time.Since(start))
 	return g, true, nil
 }
@@ -259,7 +265,7 @@ func captureTime(m *manifest.Manifest) time.Time {
 
 // copyArtifact creates dst (exclusively, mode 0400) as a copy of the first
 // size bytes of src, fsyncs it and returns the lowercase hex SHA-256 of
-// those bytes. Only data extents (nextExtent) are read, and of those only
+// those bytes. Only data extents (sparsefile.NextExtent) are read, and of those only
 // blocks that are not all zero are written, so on Linux a sparse source
 // (or a dense one full of zeros) costs disk in proportion to its data. The
 // digest covers every byte, holes read as zeros, on every OS. O_EXCL
@@ -306,7 +312,7 @@ func copySparse(out, src *os.File, size int64, h hash.Hash) error {
 	}
 	buf := make([]byte, copyBlock)
 	for off := int64(0); off < size; {
-		data, hole := nextExtent(src, off, size)
+		data, hole := sparsefile.NextExtent(src, off, size)
 		if err := hashZeros(h, data-off); err != nil {
 			return err
 		}

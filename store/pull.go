@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -77,19 +76,10 @@ func (s *Store) Held(keyID string, arts []Artifact) (Generation, bool, error) {
 	var held Generation
 	var found bool
 	err := s.db.View(func(tx *bolt.Tx) error {
-		kg := tx.Bucket(bucketKeyGenerations).Bucket([]byte(keyID))
-		if kg == nil {
-			return nil
-		}
-		return kg.ForEach(func(k, _ []byte) error {
-			g, err := getGeneration(tx, GenerationID(binary.BigEndian.Uint64(k)))
-			if err != nil {
-				return err
-			}
-			if !found && g.State != Retiring && slices.Equal(g.Artifacts, arts) {
+		return forEachLiveGeneration(tx, keyID, func(g Generation) {
+			if !found && slices.Equal(g.Artifacts, arts) {
 				held, found = g, true
 			}
-			return nil
 		})
 	})
 	return held, found, err

@@ -120,7 +120,9 @@ func (s *Store) Lease(cloneID string) (Lease, error) {
 	s.awaitClone(cloneID)
 	var l Lease
 	err := s.db.View(func(tx *bolt.Tx) error {
-		found, err := getJSON(tx.Bucket(bucketLeases), []byte(cloneID), &l)
+		var found bool
+		var err error
+		l, found, err = getLease(tx.Bucket(bucketLeases), []byte(cloneID))
 		if err == nil && !found {
 			err = fmt.Errorf("lease %q: %w", cloneID, ErrNotFound)
 		}
@@ -135,8 +137,8 @@ func (s *Store) Leases() ([]Lease, error) {
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLeases)
 		return b.ForEach(func(k, _ []byte) error {
-			var l Lease
-			if _, err := getJSON(b, k, &l); err != nil {
+			l, _, err := getLease(b, k)
+			if err != nil {
 				return err
 			}
 			out = append(out, l)
@@ -161,8 +163,8 @@ func (s *Store) GenerationLeases(gen GenerationID) ([]Lease, error) {
 		}
 		leases := tx.Bucket(bucketLeases)
 		return gl.ForEach(func(k, _ []byte) error {
-			var l Lease
-			if _, err := getJSON(leases, k, &l); err != nil {
+			l, _, err := getLease(leases, k)
+			if err != nil {
 				return err
 			}
 			out = append(out, l)

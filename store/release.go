@@ -156,7 +156,7 @@ func (s *Store) beginRelease(cloneID string, seq uint64) (lease Lease, prior Lea
 		}
 		s.countLease(tx, lease.State, Releasing)
 		lease.State, lease.UpdatedAt = Releasing, s.now().UTC()
-		return putJSON(tx.Bucket(bucketLeases), []byte(cloneID), lease)
+		return s.putLease(tx, lease)
 	})
 	if errors.Is(err, errUnchanged) {
 		err = nil

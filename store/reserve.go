@@ -202,7 +202,7 @@ func (s *Store) commitReservation(update func(func(*bolt.Tx) error) error, r *Re
 		if err != nil {
 			return fmt.Errorf("lease %q, granted on %s, refused at its commit: %w", l.CloneID, l.Generation, err)
 		}
-		return s.putLease(tx, l)
+		return s.insertLease(tx, l)
 	})
 	if err == nil {
 		failpoint("lease-committed")

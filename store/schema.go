@@ -18,6 +18,7 @@ import (
 //	  restored_from <16 bytes>                   (optional: the store ID of the backup Restore built this store from)
 //	  settings      <JSON Settings>              (optional; absent = DefaultSettings)
 //	  settings_changed <RFC 3339 UTC text>       (optional: when settings was last written)
+//	  migrating     <uint32 big-endian>          (only while a migration step runs: the version migrated from, migrate.go)
 //	generations/    sequence = last publication ID handed out
 //	  <gen uint64 BE>  <JSON Generation>         (a retired generation's row is deleted)
 //	keys/
@@ -25,8 +26,10 @@ import (
 //	key_generations/
 //	  <key ID hex>/
 //	    <gen uint64 BE>  ""
-//	leases/         sequence = last lease sequence number handed out
-//	  <clone ID>       <JSON Lease>
+//	lease_records/  sequence = last lease sequence number handed out
+//	  <clone ID>       <binary Lease>            (leasecodec.go; version 1 had leases/ with JSON rows)
+//	tracked_leases/ the leases whose process exit tracking watches (tracked: Bound, Releasing, TeardownFailed with a process)
+//	  <clone ID>       ""
 //	generation_leases/
 //	  <gen uint64 BE>/   sequence = Unix ns of the last lease granted or released (0: none recorded)
 //	    <clone ID>     ""
@@ -37,8 +40,13 @@ var (
 	bucketGenerations      = []byte("generations")
 	bucketKeys             = []byte("keys")
 	bucketKeyGenerations   = []byte("key_generations")
-	bucketLeases           = []byte("leases")
+	bucketLeases           = []byte("lease_records")
 	bucketGenerationLeases = []byte("generation_leases")
+	bucketTrackedLeases    = []byte("tracked_leases")
+
+	// indexBuckets are the top-level buckets besides meta that Init
+	// makes and Open requires.
+	indexBuckets = [][]byte{bucketGenerations, bucketKeys, bucketKeyGenerations, bucketLeases, bucketGenerationLeases, bucketTrackedLeases}
 
 	keyIdentity = []byte("identity")
 	keyVersion  = []byte("version")
@@ -57,8 +65,12 @@ var (
 const SchemaIdentity = "templatefs-store"
 
 // SchemaVersion is the index layout this build reads and writes. Open
-// refuses any other version, older or newer, naming both.
-const SchemaVersion uint32 = 1
+// migrates an older version it has a step for (migrate.go) and refuses
+// any other, older or newer, naming both. Version 2 holds lease rows in
+// binary (leasecodec.go) in lease_records/, and lists the leases exit
+// tracking watches in tracked_leases/, so a daemon's start reads those
+// rather than every lease.
+const SchemaVersion uint32 = 2
 
 func genKey(id GenerationID) []byte {
 	return binary.BigEndian.AppendUint64(nil, uint64(id))

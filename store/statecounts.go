@@ -150,8 +150,8 @@ func (s *Store) walkStateCounts() error {
 			if n++; n%4096 == 0 && s.interrupted.Load() {
 				return fmt.Errorf("count leases by state: %w", ErrInterrupted)
 			}
-			state, err := leaseStateOf(k, v)
-			counts.Leases[state]++
+			l, err := decodeLeaseRow(k, v)
+			counts.Leases[l.State]++
 			return err
 		})
 		if err != nil {

@@ -180,7 +180,7 @@ func initStore(dir string, set *Settings) error {
 				return err
 			}
 		}
-		for _, b := range [][]byte{bucketGenerations, bucketKeys, bucketKeyGenerations, bucketLeases, bucketGenerationLeases} {
+		for _, b := range indexBuckets {
 			if _, err := tx.CreateBucket(b); err != nil {
 				return err
 			}
@@ -216,7 +216,10 @@ func initStore(dir string, set *Settings) error {
 // its owner is changing), and that the index carries
 // SchemaIdentity and SchemaVersion (ErrNotStore, ErrSchemaUnknown,
 // ErrSchemaUnversioned, ErrSchemaTooOld, ErrSchemaTooNew, each naming what
-// was found) and valid settings (ErrInvalidSettings). Before bbolt maps
+// was found) and valid settings (ErrInvalidSettings). An index of an
+// older schema that a step of migrate.go reads is first migrated, in
+// durable batches that a crash leaves resumable (ErrMigration for a row
+// it cannot read; with opts.NoRecover it is refused, ErrSchemaTooOld). Before bbolt maps
 // the index it checks the file's structure (ErrIndexCorrupt names the
 // file, the damage and how to restore). It then removes publication
 // leftovers (everything in staging/ and payload directories with no
@@ -296,6 +299,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	if err := migrateIndex(s.db, opts.NoRecover, s.log.Info); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
 	if err := s.db.View(func(tx *bolt.Tx) error {
 		if err := checkSchema(tx); err != nil {
 			return err
@@ -350,7 +357,7 @@ func checkSchema(tx *bolt.Tx) error {
 	case version > SchemaVersion:
 		return fmt.Errorf("schema %q version %d, this build reads %d: %w", identity, version, SchemaVersion, ErrSchemaTooNew)
 	}
-	for _, b := range [][]byte{bucketGenerations, bucketKeys, bucketKeyGenerations, bucketLeases, bucketGenerationLeases} {
+	for _, b := range indexBuckets {
 		if tx.Bucket(b) == nil {
 			return fmt.Errorf("schema %q version %d lacks bucket %q: %w", identity, SchemaVersion, b, ErrSchemaUnknown)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -169,7 +170,7 @@ func TestOpenRefusesSchema(t *testing.T) {
 		{"other identity", map[string][]byte{"identity": []byte("containerd")}, false, store.ErrSchemaUnknown, "containerd"},
 		{"unversioned", map[string][]byte{"version": nil}, false, store.ErrSchemaUnversioned, "0 bytes"},
 		{"older", map[string][]byte{"version": version(0)}, false, store.ErrSchemaTooOld, "version 0"},
-		{"newer", map[string][]byte{"version": version(2)}, false, store.ErrSchemaTooNew, "version 2"},
+		{"newer", map[string][]byte{"version": version(store.SchemaVersion + 1)}, false, store.ErrSchemaTooNew, fmt.Sprintf("version %d", store.SchemaVersion+1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,7 +31,7 @@ func (o *opTally) FUSEOp(string) { o.n.Add(1) }
 // unmount fails if that saw no callback.
 func mountFunc(lfs *leasefs.FS, mnt string, opts conformance.MountOptions) (func() error, error) {
 	tally := &opTally{}
-	m, err := mount(mnt, lfs, MountOptions{AllowOther: opts.AllowOther, Observer: tally}, opts.Requests, opts.Xattrs)
+	m, err := mount(mnt, lfs, MountOptions{AllowOther: opts.AllowOther, Observer: tally}, opts.Requests, opts.GetXattrs, opts.ListXattrs)
 	if err != nil {
 		return nil, err
 	}

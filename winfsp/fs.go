@@ -52,9 +52,10 @@ type fileSystem struct {
 	// LOOKUP and GETATTR with one), so tests can measure what the kernel
 	// caches (docs/windows.md, "Timeouts"). Set before the mount.
 	requests *atomic.Int64
-	// xattrRequests, if set, counts Getxattr and Listxattr callbacks, so
-	// tests can check that the kernel stops asking. Set before the mount.
-	xattrRequests *atomic.Int64
+	// getxattrs and listxattrs, if set, count Getxattr and Listxattr
+	// callbacks, so tests can check that the kernel stops asking. Set
+	// before the mount.
+	getxattrs, listxattrs *atomic.Int64
 
 	mu      sync.Mutex
 	handles map[uint64]*handle
@@ -231,9 +232,7 @@ func (f *fileSystem) Statfs(p string, st *fuse.Statfs_t) int {
 // reaches libfuse without a handle, and the kernel's revalidation before
 // a read (auto_inval_data) must keep working on every file still served.
 func (f *fileSystem) Getattr(p string, st *fuse.Stat_t, fh uint64) int {
-	if f.requests != nil {
-		f.requests.Add(1)
-	}
+	countCall(f.requests)
 	n, err := f.node(p, fh)
 	a := leasefs.Attr{}
 	if err == nil {
@@ -560,18 +559,19 @@ func (f *fileSystem) changeXattr(op, p, name string) int {
 // stops sending getxattr for the whole mount, so `ls -l` costs no round
 // trip per file.
 func (f *fileSystem) Getxattr(p, name string) (int, []byte) {
-	f.countXattr()
+	countCall(f.getxattrs)
 	return errnoOf(leasefs.ErrNoXattrs), nil
 }
 
 // Listxattr answers leasefs.ErrNoXattrs, as Getxattr.
 func (f *fileSystem) Listxattr(p string, fill func(name string) bool) int {
-	f.countXattr()
+	countCall(f.listxattrs)
 	return errnoOf(leasefs.ErrNoXattrs)
 }
 
-func (f *fileSystem) countXattr() {
-	if f.xattrRequests != nil {
-		f.xattrRequests.Add(1)
+// countCall adds one to n, if set.
+func countCall(n *atomic.Int64) {
+	if n != nil {
+		n.Add(1)
 	}
 }

@@ -85,18 +85,18 @@ func args(opts MountOptions) []string {
 // Windows, asks CheckRemove before deletes (DELETE_OK). Errors: ErrNoFUSE,
 // ErrMount, or leasefs's error reading the root's attributes.
 func Mount(mountpoint string, lfs *leasefs.FS, opts MountOptions) (*Mounted, error) {
-	return mount(mountpoint, lfs, opts, nil, nil)
+	return mount(mountpoint, lfs, opts, nil, nil, nil)
 }
 
-// mount is Mount, counting Getattr callbacks in requests and Getxattr and
-// Listxattr callbacks in xattrs, each if set.
-func mount(mountpoint string, lfs *leasefs.FS, opts MountOptions, requests, xattrs *atomic.Int64) (*Mounted, error) {
+// mount is Mount, counting Getattr, Getxattr and Listxattr callbacks in
+// requests, getxattrs and listxattrs, each if set.
+func mount(mountpoint string, lfs *leasefs.FS, opts MountOptions, requests, getxattrs, listxattrs *atomic.Int64) (*Mounted, error) {
 	ready := make(chan struct{})
 	fsys, err := newFileSystem(lfs, func() { close(ready) })
 	if err != nil {
 		return nil, fmt.Errorf("winfsp: mount %s: %w", mountpoint, err)
 	}
-	fsys.requests, fsys.xattrRequests = requests, xattrs
+	fsys.requests, fsys.getxattrs, fsys.listxattrs = requests, getxattrs, listxattrs
 	var served fuse.FileSystemInterface = fsys
 	if opts.Observer != nil {
 		served = countedFileSystem{fsys, opts.Observer}

@@ -122,8 +122,8 @@ func handOver(cmd command, op storeOp, inUse error, view *progressView, stdout, 
 // before st is closed. It may be called more than once. Where the
 // control channel is not supported (Windows) stop does nothing and
 // commands refuse while the store is mounted, as before.
-func startControl(st *store.Store) (stop func(), err error) {
-	srv, err := control.Listen(st.Dir(), st.OwnerUID(), serveControl(st), slog.Default())
+func startControl(st *store.Store, t *told) (stop func(), err error) {
+	srv, err := control.Listen(st.Dir(), st.OwnerUID(), serveControl(st, t), slog.Default())
 	if errors.Is(err, control.ErrUnsupported) {
 		slog.Info("control channel not supported here: commands on this store wait until it is unmounted", "reason", err)
 		return func() {}, nil
@@ -138,7 +138,7 @@ func startControl(st *store.Store) (stop func(), err error) {
 // serveControl returns the handler of st's control socket: it parses the
 // request's command line with the command's own prepare and runs the
 // operation on st, reporting as the command does (exitStatus).
-func serveControl(st *store.Store) control.Handler {
+func serveControl(st *store.Store, t *told) control.Handler {
 	return func(req control.Request, w *control.Writer) (int, error) {
 		cmd, ok := lookup(req.Command)
 		if !ok || cmd.prepare == nil {
@@ -157,7 +157,7 @@ func serveControl(st *store.Store) control.Handler {
 				}
 				return func(done, total int64) { w.Progress(label, done, total) }
 			}}
-			err = op.run(st, out)
+			err = t.run(func() error { return op.run(st, out) })
 		}
 		return exitStatus(cmd, fl, err, stdout, stderr), nil
 	}

@@ -118,9 +118,14 @@ the daemon exits when the last is closed (a second signal: as soon as none
 is open). A dead mount left by a killed daemon is detached and reused.
 With NOTIFY_SOCKET set (systemd Type=notify), the serving daemon runs as
 a child that outlives the main process (docs/systemd.md). Go-fuse uses
-fusermount3 (Debian package fuse3). MNT/metrics (cat it; not listed)
-shows the daemon's metrics in the Prometheus text format, and
---metrics-listen serves the same over HTTP (docs/metrics.md).`,
+fusermount3 (Debian package fuse3). With --fleet-etcd the host joins a
+fleet (docs/fleet.md): it records the generations it holds in etcd, writes
+its tombstones and lifts there and applies every host's within about a
+second; while etcd cannot be reached it serves and leases with what the
+store knows, queues its own changes durably and shows "fleet:
+disconnected" in MNT/store. MNT/metrics (cat it; not listed) shows the
+daemon's metrics in the Prometheus text format, and --metrics-listen
+serves the same over HTTP (docs/metrics.md).`,
 			example: "templatefs mount --metrics-listen 127.0.0.1:9470 /srv/templates /mnt/t &",
 			unset:   map[string]string{"metrics-listen": "no HTTP endpoint"},
 			run:     runMount,

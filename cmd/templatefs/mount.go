@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"templatefs/internal/control"
@@ -90,7 +91,7 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 		return err
 	}
 	d.OnStop("the count of leases by state", stopCounting)
-	stopControl, err := startControl(st) // commands on the store run through this daemon until stopControl
+	stopControl, err := startControl(st, &d.told) // commands on the store run through this daemon until stopControl
 	if err != nil {
 		return err
 	}
@@ -160,6 +161,25 @@ type daemon struct {
 
 	mu      sync.Mutex
 	pending []string // what release still waits for, while it runs
+
+	told told // set by the go-fuse mount
+}
+
+// told runs the control channel's operations so that the kernel's caches
+// of the mount have learned of their changes when the client gets its
+// reply (fs.Coherence.Do on go-fuse, set once mounted). Unset, it runs
+// them as they are: nothing is mounted, or the backend caches nothing it
+// is not told of otherwise.
+type told struct {
+	do atomic.Pointer[func(run func() error) error]
+}
+
+// run runs op as the mount's backend wants it run.
+func (t *told) run(op func() error) error {
+	if do := t.do.Load(); do != nil {
+		return (*do)(op)
+	}
+	return op()
 }
 
 // namedStop is a stop registered with OnStop, named for the log.

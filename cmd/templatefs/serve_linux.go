@@ -69,7 +69,7 @@ func serve(d *daemon, mnt string, cfg mountConfig, ready func()) error {
 			return fmt.Errorf("detach dead mount %s: %w", mnt, err)
 		}
 	}
-	m, err := mount(d.lfs, mnt, cfg)
+	m, err := mount(d.lfs, mnt, cfg, &d.told)
 	if err != nil {
 		return err
 	}
@@ -128,13 +128,14 @@ func logStillWaiting(m mounted, mnt string, s os.Signal, steps []string) {
 	notify(status)
 }
 
-// mount mounts lfs at mnt with cfg's backend.
-func mount(lfs *leasefs.FS, mnt string, cfg mountConfig) (mounted, error) {
+// mount mounts lfs at mnt with cfg's backend; a go-fuse mount sets t.
+func mount(lfs *leasefs.FS, mnt string, cfg mountConfig, t *told) (mounted, error) {
 	if cfg.backend == backendCgofuse {
 		return mountCgofuse(lfs, mnt, cfg)
 	}
 	m := &goFuseMount{done: make(chan struct{})}
-	opts := fs.MountOptions{AllowOther: cfg.allowOther, Debug: cfg.debug, NoPassthrough: cfg.noPassthrough, OpenFiles: &m.open}
+	coherence := &fs.Coherence{}
+	opts := fs.MountOptions{AllowOther: cfg.allowOther, Debug: cfg.debug, NoPassthrough: cfg.noPassthrough, OpenFiles: &m.open, Coherence: coherence}
 	if cfg.metrics != nil {
 		opts.Observer = cfg.metrics.Backend(backendGoFuse)
 	}
@@ -143,6 +144,8 @@ func mount(lfs *leasefs.FS, mnt string, cfg mountConfig) (mounted, error) {
 		return nil, explainMountError(mnt, err)
 	}
 	m.srv = srv
+	do := coherence.Do
+	t.do.Store(&do)
 	go func() { srv.Wait(); close(m.done) }()
 	return m, nil
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // sampleConfig is a valid config of the sample capture's key.
-func sampleConfig(t *testing.T) Config {
+func sampleConfig(t testing.TB) Config {
 	t.Helper()
 	class := templatekey.SampleClass()
 	k, err := templatekey.New(&class, manifest.Sample(manifest.SampleOptions{}))
@@ -32,7 +32,7 @@ func sampleConfig(t *testing.T) Config {
 	}
 }
 
-func marshal(t *testing.T, c Config) []byte {
+func marshal(t testing.TB, c Config) []byte {
 	t.Helper()
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -110,4 +110,25 @@ func TestCheckManifest(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrLayout", name, err)
 		}
 	}
+}
+
+// FuzzDecodeConfig feeds arbitrary config blobs to DecodeConfig: it must
+// accept or refuse with ErrLayout, never panic, and what it accepts must
+// keep its promises (manifest.bin first, a key ID matching the key).
+func FuzzDecodeConfig(f *testing.F) {
+	f.Add(marshal(f, sampleConfig(f)))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"format_version":1,"artifacts":[{"name":"manifest.bin","size":1,"sha256":"x"}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, class, err := DecodeConfig(b)
+		if err != nil {
+			if !errors.Is(err, ErrLayout) {
+				t.Fatalf("error %v is not ErrLayout", err)
+			}
+			return
+		}
+		if class == nil || c.Artifacts[0].Name != manifest.ManifestFileName || templatekey.IDOf([]byte(c.Key)) != c.KeyID {
+			t.Fatalf("accepted a config that breaks its checks: %+v", c)
+		}
+	})
 }

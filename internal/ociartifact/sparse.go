@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"templatefs/internal/sparsefile"
 )
 
 // The sparse encoding of one artifact: the layer blob that carries a
@@ -80,7 +82,7 @@ func Scan(f *os.File, size int64) (Sparse, error) {
 		sp.Extents = append(sp.Extents, Extent{off, end - off})
 	}
 	for off := int64(0); off < size; {
-		data, hole := nextExtent(f, off, size)
+		data, hole := sparsefile.NextExtent(f, off, size)
 		for p := data; p < hole; {
 			n := int(min(int64(len(buf)), hole-p))
 			if _, err := f.ReadAt(buf[:n], p); err != nil {

@@ -44,9 +44,9 @@ type MountOptions struct {
 	// and GETATTR request that reaches it, so a case can measure what the
 	// kernel caches.
 	Requests *atomic.Int64
-	// Xattrs, if set, is incremented by the backend for every GETXATTR
-	// and LISTXATTR request that reaches it.
-	Xattrs *atomic.Int64
+	// GetXattrs and ListXattrs, if set, are incremented by the backend
+	// for every GETXATTR and LISTXATTR request that reaches it.
+	GetXattrs, ListXattrs *atomic.Int64
 }
 
 // MountFunc mounts lfs at the directory mnt with opts and returns once it
@@ -119,7 +119,16 @@ func newEnv(t *testing.T, b Backend) *env {
 func newEnvWith(t *testing.T, b Backend, opts MountOptions, mnt string) *env {
 	t.Helper()
 	harness.RequireFUSE(t)
-	e := &env{t: t, storeDir: filepath.Join(t.TempDir(), "store"), log: &harness.SyncBuffer{}, opts: opts, backend: b}
+	e := newStoreEnv(t)
+	e.opts, e.backend = opts, b
+	e.mount(mnt)
+	return e
+}
+
+// newStoreEnv makes the env's store, closed and not mounted.
+func newStoreEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, storeDir: filepath.Join(t.TempDir(), "store"), log: &harness.SyncBuffer{}}
 	// 64 MiB memory.bin with three 4 KiB data blocks, captured now so
 	// generations are inside the restore window.
 	o := manifest.SampleOptions{StateSizeBytes: 100_000, MemorySizeBytes: 64 << 20, CaptureUTC: hostclock.Now()}
@@ -145,12 +154,11 @@ func newEnvWith(t *testing.T, b Backend, opts MountOptions, mnt string) *env {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	e.mount(mnt)
 	return e
 }
 
-// mount opens the store and mounts it at mnt; cleanup unmounts it.
-func (e *env) mount(mnt string) {
+// open opens the store and its namespace, logging refusals to e.log.
+func (e *env) open() (*store.Store, *leasefs.FS) {
 	e.t.Helper()
 	st, err := store.Open(e.storeDir, store.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -161,6 +169,13 @@ func (e *env) mount(mnt string) {
 		st.Close()
 		e.t.Fatal(err)
 	}
+	return st, lfs
+}
+
+// mount opens the store and mounts it at mnt; cleanup unmounts it.
+func (e *env) mount(mnt string) {
+	e.t.Helper()
+	st, lfs := e.open()
 	unmount, err := e.backend.Mount(lfs, mnt, e.opts)
 	if err != nil {
 		st.Close()

@@ -250,7 +250,7 @@ func testRetire(t *testing.T, b Backend) {
 		t.Fatalf("record after rmdir: %+v, %v", g, err)
 	}
 	// Still readable, by path and through the open file.
-	e.wantListed("retiring/g000001", "ctl", "leases", "manifest", "payload", "status")
+	e.wantListed("retiring/g000001", "SHA256SUMS", "ctl", "leases", "manifest", "payload", "status")
 	e.wantListed("retiring/g000001/leases", "c1")
 	if st := e.lstat("retiring/g000001"); st.Ino != ino {
 		t.Errorf("retiring/g000001 ino %#x, was %#x", st.Ino, ino)

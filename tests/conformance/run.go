@@ -6,7 +6,9 @@
 // its MountFunc; each case mounts a fresh store, acts through the kernel
 // with real syscalls and tools (ls, mv, rmdir, touch, sh), and checks the
 // results against the store. Cases skip when FUSE is unavailable, unless
-// TEMPLATEFS_REQUIRE_FUSE=1, which makes them fail.
+// TEMPLATEFS_REQUIRE_FUSE=1, which makes them fail. Case Behaviour runs
+// the behaviour table (behaviour.go), which TestBehaviourInProcess also
+// runs against leasefs without a mount.
 package conformance
 
 import "testing"
@@ -16,6 +18,7 @@ var cases = []struct {
 	name string
 	run  func(*testing.T, Backend)
 }{
+	{"Behaviour", testBehaviour},
 	{"MountTree", testMountTree},
 	{"Payload", testPayload},
 	{"NoXattrs", testNoXattrs},

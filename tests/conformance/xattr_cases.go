@@ -26,8 +26,8 @@ const xattrLeases = 300
 // GETXATTR and one LISTXATTR reach the daemon, and every call fails with
 // EOPNOTSUPP. A setxattr stays refused (EROFS).
 func testNoXattrs(t *testing.T, b Backend) {
-	var xattrs atomic.Int64
-	e := newEnvWith(t, b, MountOptions{Xattrs: &xattrs}, t.TempDir())
+	var gets, lists atomic.Int64
+	e := newEnvWith(t, b, MountOptions{GetXattrs: &gets, ListXattrs: &lists}, t.TempDir())
 	for i := range xattrLeases {
 		if _, _, err := e.st.AcquireLease(e.gens[0].ID, fmt.Sprintf("x%03d", i)); err != nil {
 			t.Fatal(err)
@@ -54,9 +54,9 @@ func testNoXattrs(t *testing.T, b Backend) {
 		wantErrno(t, "listxattr "+p, err, syscall.EOPNOTSUPP)
 	}
 	wantErrno(t, "setxattr "+rel, unix.Setxattr(e.path(rel), "user.x", []byte("1"), 0), syscall.EROFS)
-	t.Logf("%d GETXATTR and LISTXATTR requests reached the daemon", xattrs.Load())
-	if n := xattrs.Load(); n > 2 {
-		t.Errorf("%d GETXATTR and LISTXATTR requests reached the daemon across %d files, want at most one of each", n, xattrLeases)
+	t.Logf("%d GETXATTR and %d LISTXATTR requests reached the daemon", gets.Load(), lists.Load())
+	if gets.Load() > 1 || lists.Load() > 1 {
+		t.Errorf("%d GETXATTR and %d LISTXATTR requests reached the daemon across %d files, want at most one of each", gets.Load(), lists.Load(), xattrLeases)
 	}
 }
 
@@ -75,9 +75,11 @@ func testSums(t *testing.T, b Backend) {
 		if g.ID.String() == last {
 			dir = "tombstones/" + last
 		}
-		cmd := exec.Command("sha256sum", "--strict", "-c", "SHA256SUMS")
-		cmd.Dir = e.path(dir)
-		out, err := cmd.CombinedOutput()
+		// The shell changes into the directory after its exec: a child of
+		// this process started with Dir on the mount would chdir between
+		// vfork and exec, with its parent's thread suspended, and deadlock
+		// the mount if the garbage collector then stops the world.
+		out, err := exec.Command("sh", "-c", `cd "$1" && exec sha256sum --strict -c SHA256SUMS`, "sh", e.path(dir)).CombinedOutput()
 		if err != nil {
 			t.Errorf("%s: sha256sum -c SHA256SUMS: %v: %s", dir, err, out)
 		}

@@ -3,6 +3,9 @@
 package e2e
 
 import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +19,11 @@ import (
 	"testing"
 	"time"
 
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/registry/remote"
+
+	"templatefs/internal/ociartifact"
 	"templatefs/store"
 	"templatefs/tests/harness"
 )
@@ -30,7 +38,11 @@ type registry struct {
 // startRegistry starts docker-registry and waits until /v2/ answers; a
 // cleanup stops it. DOCKER_CONFIG is pointed at an empty directory, so no
 // credentials of the machine's are read.
-func startRegistry(t *testing.T) *registry {
+func startRegistry(t *testing.T) *registry { return startRegistryWith(t, "") }
+
+// startRegistryWith is startRegistry with more configuration (YAML at the
+// top level, such as an auth section).
+func startRegistryWith(t *testing.T, extra string) *registry {
 	t.Helper()
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
@@ -39,7 +51,7 @@ func startRegistry(t *testing.T) *registry {
 	t.Setenv("DOCKER_CONFIG", t.TempDir())
 	dir := t.TempDir()
 	r := &registry{addr: freeAddr(t), root: filepath.Join(dir, "data")}
-	config := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n", r.root, r.addr)
+	config := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n%s", r.root, r.addr, extra)
 	cfgPath := filepath.Join(dir, "config.yml")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -58,7 +70,7 @@ func startRegistry(t *testing.T) *registry {
 		resp, err := http.Get("http://" + r.addr + "/v2/")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized {
 				return r
 			}
 		}
@@ -308,8 +320,8 @@ func dropProxy(t *testing.T, target string, limit int64) string {
 
 // TestPushPullMounted pushes from a mounted store and pulls into another
 // mounted store: both run through their daemons, the pulled generation
-// shows in the mount under its source key ID at once, and reads back
-// equal through the mount.
+// shows in the mount under its source key ID at once, reads back equal
+// through the mount, and grants a lease.
 func TestPushPullMounted(t *testing.T) {
 	harness.RequireFUSE(t)
 	reg := startRegistry(t)
@@ -333,5 +345,131 @@ func TestPushPullMounted(t *testing.T) {
 			t.Errorf("cmp %s through the mounts: %s%s", name, r.Stdout, r.Stderr)
 		}
 	}
+	// A clone on host B leases the pulled generation like a local one.
+	harness.MustTool(t, "touch", b.path("generations", bgen, "leases", "clone-b"))
+	if !strings.Contains(harness.MustTool(t, "ls", b.path("leases")), "clone-b") {
+		t.Errorf("ls %s does not list the lease on the pulled generation", b.path("leases"))
+	}
 	b.fsckClean(t)
+}
+
+// retag pushes, under tag to, a copy of the generation artifact at from
+// with its config and layers changed by edit, through oras-go as any
+// registry client could: a hostile or broken registry's answer.
+func retag(t *testing.T, from, to string, edit func(repo *remote.Repository, cfg *ociartifact.Config, layers []ocispec.Descriptor)) {
+	t.Helper()
+	ctx := context.Background()
+	repo, tag, err := ociartifact.Repository(from, true, os.Getenv("DOCKER_CONFIG"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := ociartifact.Resolve(ctx, repo, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, layers := src.Config, append([]ocispec.Descriptor(nil), src.Layers...)
+	edit(repo, &cfg, layers)
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgDesc, err := oras.PushBytes(ctx, repo, ociartifact.ConfigMediaType, cfgJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_0, "", oras.PackManifestOptions{ConfigDescriptor: &cfgDesc, Layers: layers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Tag(ctx, m, to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPullRefusesTampered pulls artifacts a registry serves wrong: a
+// config whose memory.bin digest is not the data's (annotations agreeing,
+// so only the hash before publication can tell), and a memory.bin layer
+// that is not in the sparse encoding. Each pull fails naming the problem
+// and publishes nothing; the refused memory.bin is never saved for a
+// resume (the wrong digest discards that pull's staging); the store fscks
+// clean and the honest tag still pulls.
+func TestPullRefusesTampered(t *testing.T) {
+	reg := startRegistry(t)
+	a := newSession(t, "--memory", "64MiB")
+	gen := a.publish(t)
+	ref := reg.addr + "/templates/tampered"
+	harness.Run(t, "push", "--plain-http", a.store, gen, ref+":v1")
+	retag(t, ref+":v1", "digest", func(_ *remote.Repository, cfg *ociartifact.Config, layers []ocispec.Descriptor) {
+		wrong := strings.Repeat("0", 64)
+		cfg.Artifacts[2].SHA256 = wrong
+		layers[2].Annotations = map[string]string{ociartifact.AnnotationTitle: "memory.bin", ociartifact.AnnotationSize: layers[2].Annotations[ociartifact.AnnotationSize], ociartifact.AnnotationSHA256: wrong}
+	})
+	retag(t, ref+":v1", "garbage", func(repo *remote.Repository, _ *ociartifact.Config, layers []ocispec.Descriptor) {
+		blob := []byte(strings.Repeat("not a sparse artifact ", 100))
+		d, err := oras.PushBytes(context.Background(), repo, ociartifact.LayerMediaType, blob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layers[2].Digest, layers[2].Size = d.Digest, d.Size
+	})
+
+	b := newSession(t)
+	for tag, want := range map[string]string{
+		"digest":  "pulled capture differs from the generation pushed: memory.bin",
+		"garbage": "download memory.bin: malformed sparse artifact: magic",
+	} {
+		r := harness.RunStatus(t, "pull", "--plain-http", ref+":"+tag, b.store)
+		if r.Code != 1 || !strings.Contains(r.Stderr, want) || strings.Contains(r.Stdout, "pulled") {
+			t.Errorf("pull of %s: %v\nstdout: %s\nwant exit 1 and %q", tag, r, r.Stdout, want)
+		}
+		if entries, _ := os.ReadDir(filepath.Join(b.store, "payload")); len(entries) != 0 {
+			t.Errorf("pull of %s published %v", tag, entries)
+		}
+		b.fsckClean(t)
+	}
+	if stages, _ := filepath.Glob(filepath.Join(b.store, store.IncomingDir, "pull-*", store.IncomingCaptureDir, "memory.bin")); len(stages) != 0 {
+		t.Errorf("a refused memory.bin is kept for a resume: %v", stages)
+	}
+	cmpStores(t, a.store, gen, b.store, lastLine(harness.Run(t, "pull", "--plain-http", ref+":v1", b.store)), 64<<20)
+}
+
+// testHtpasswd is the bcrypt (cost 4) entry of user fleet with password
+// fleet-secret, for a registry with htpasswd authentication.
+const testHtpasswd = "fleet:$2a$04$xPNSvIX8smVFv57ky9WuW.HnWel5lZcyqaT5Vkvac2H4VrxWY5YOG\n"
+
+// TestRegistryCredentials runs push and pull against a registry that
+// requires a login: without credentials push fails and says so; with the
+// login in a Docker config.json (as docker login writes it), push works,
+// and so does a pull into a mounted store, whose daemon uses the config
+// the command names (--docker-config), not its own.
+func TestRegistryCredentials(t *testing.T) {
+	harness.RequireFUSE(t)
+	dir := t.TempDir()
+	htpasswd := filepath.Join(dir, "htpasswd")
+	if err := os.WriteFile(htpasswd, []byte(testHtpasswd), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := startRegistryWith(t, fmt.Sprintf("auth:\n  htpasswd:\n    realm: templatefs-test\n    path: %s\n", htpasswd))
+	a := newSession(t, "--memory", "16MiB")
+	gen := a.publish(t)
+	ref := reg.addr + "/templates/private:v1"
+	if r := harness.RunStatus(t, "push", "--plain-http", a.store, gen, ref); r.Code != 1 || !strings.Contains(r.Stderr, "credential") {
+		t.Errorf("push without credentials: %v; want exit 1 naming the missing credential", r)
+	}
+	login := filepath.Join(dir, "docker")
+	if err := os.Mkdir(login, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte("fleet:fleet-secret"))
+	if err := os.WriteFile(filepath.Join(login, "config.json"), []byte(`{"auths":{"`+reg.addr+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	harness.Run(t, "push", "--plain-http", "--docker-config", login, a.store, gen, ref)
+	b := newSession(t)
+	harness.StartMount(t, b.store, b.mnt)
+	if r := harness.RunStatus(t, "pull", "--plain-http", ref, b.store); r.Code != 1 || !strings.Contains(r.Stderr, "credential") {
+		t.Errorf("pull without credentials through the daemon: %v; want exit 1 naming the missing credential", r)
+	}
+	bgen := lastLine(harness.Run(t, "pull", "--plain-http", "--docker-config", login, ref, b.store))
+	cmpStores(t, a.store, gen, b.store, bgen, 16<<20)
 }

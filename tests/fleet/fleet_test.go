@@ -20,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"templatefs/internal/etcdtest"
+	"templatefs/store"
 	"templatefs/tests/harness"
 )
 
@@ -327,6 +328,39 @@ func TestFleetOutage(t *testing.T) {
 	}
 	if _, err := os.Stat(b.path("leases", "clone-b")); err != nil {
 		t.Errorf("b's lease after the fleet tombstone: %v", err)
+	}
+	a.d.Stop()
+	b.d.Stop()
+}
+
+// TestFleetTombstoneSurvivesKill: host A's daemon is killed (SIGKILL, at
+// the fail point right after the tombstone's commit) before it can write
+// the tombstone to etcd; the tombstone and its queue row were committed
+// together, so the next daemon on A's store writes it, and host B
+// quarantines the template.
+func TestFleetTombstoneSurvivesKill(t *testing.T) {
+	harness.RequireFUSE(t)
+	etcd := etcdtest.Start(t)
+	top := t.TempDir()
+	caps := newCaptures(t, top, 1)
+	a, b := newHost(t, top, "a", caps), newHost(t, top, "b", caps)
+	cmd := harness.Command(t, "mount", "--fleet-etcd", etcd.ClientURL, "--fleet-prefix", prefix, a.store, a.mnt)
+	cmd.Env = append(cmd.Env, store.FailpointEnv+"=tombstone-committed")
+	a.d = harness.StartDaemon(t, cmd, a.mnt)
+	b.mount(t, etcd)
+	connected(t, a, b)
+
+	harness.Tool(t, "mv", a.path("generations", a.gens[0]), a.path("tombstones")+"/") // fails: the daemon dies
+	if r := a.d.Wait(harness.KillTimeout); !r.Killed() {
+		t.Fatalf("daemon a at the fail point: %v, want killed", r)
+	}
+	if s := b.state(0); s != "published" {
+		t.Fatalf("b's state before a's restart: %s, want published (a died before writing etcd)", s)
+	}
+	a.mount(t, etcd)
+	waitFor(t, "a's queued tombstone applied on b", func() bool { return b.state(0) == "tombstoned" }, a, b)
+	if s := a.state(0); s != "tombstoned" {
+		t.Errorf("a's state after the restart: %s, want tombstoned", s)
 	}
 	a.d.Stop()
 	b.d.Stop()

@@ -6,7 +6,7 @@
 // stderr.
 //
 //	benchfs capture OUTDIR SIZE          OUTDIR/capture with a dense memory.bin, OUTDIR/class.json
-//	benchfs read [-for SECONDS] [-cold] FILE [EVICT...]  sequential reads of FILE, 1 MiB at a time, again until SECONDS have passed; -cold drops the page cache before each pass (EVICT: more files to evict where drop_caches is not permitted): MiB/s
+//	benchfs read [-for SECONDS] [-cold] FILE...  sequential reads of each FILE, 1 MiB at a time, the files in turn, a pass each, until each has read for SECONDS; -cold drops the page cache before each pass: MiB/s per FILE, one line each
 //	benchfs evict FILE...                drop the files' clean cached pages (POSIX_FADV_DONTNEED)
 //	benchfs fsync DIR COUNT              durable records, temp + fsync + rename + dir fsync each: records/s
 //	benchfs create DIR[:DIR...] CALLERS COUNT PREFIX  COUNT files O_CREAT|O_EXCL + close from CALLERS goroutines, caller k in the k-th DIR: files/s
@@ -123,56 +123,80 @@ func densify(path string, size int64) error {
 	return f.Close()
 }
 
-// read reads a file from start to end, again and again until the time
-// given by -for has passed (one pass at least), and prints MiB/s over the
-// passes: a short read is too noisy to compare. With -cold each pass
-// starts with the page cache dropped (drop_caches where permitted, else
-// the clean pages of the file and of each EVICT file); the drop is not
-// timed.
+// read reads files from start to end, a pass of each in turn, until each
+// has read for the time given by -for (one pass at least), and prints
+// MiB/s over each file's passes, one line per file in order. Taking the
+// files in turn, pass by pass, lets each see the same moments of a busy
+// machine, and reading for a second or more is long enough to compare.
+// With -cold each pass starts with the page cache dropped (drop_caches
+// where permitted, else the clean pages of every file given); the drop is
+// not timed.
 func read(args []string) error {
 	flags := flag.NewFlagSet("read", flag.ContinueOnError)
-	secs := flags.Float64("for", 0, "read again until `SECONDS` have passed")
+	secs := flags.Float64("for", 0, "read until each file has read for `SECONDS`")
 	cold := flags.Bool("cold", false, "drop the page cache before each pass")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	if flags.NArg() < 1 {
-		return errors.New("read: want FILE [EVICT...]")
+	paths := flags.Args()
+	if len(paths) == 0 {
+		return errors.New("read: want FILE...")
 	}
-	path := flags.Arg(0)
-	f, err := os.Open(path)
-	if err != nil {
-		return err
+	files := make([]*os.File, len(paths))
+	for k, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		files[k] = f
 	}
-	defer f.Close()
 	buf := make([]byte, chunk)
-	var total int64
-	var took time.Duration
+	total := make([]int64, len(files))
+	took := make([]time.Duration, len(files))
 	passes := 0
-	for passes == 0 || took.Seconds() < *secs {
-		if *cold {
-			if err := dropCache(flags.Args()); err != nil {
-				return err
+	for done := false; !done; {
+		done = true
+		for k, f := range files {
+			if *cold {
+				if err := dropCache(paths); err != nil {
+					return err
+				}
 			}
-		}
-		start := time.Now()
-		for off := int64(0); ; {
-			n, err := f.ReadAt(buf, off)
-			off += int64(n)
-			total += int64(n)
-			if err == io.EOF {
-				break
-			}
+			start := time.Now()
+			n, err := readAll(f, buf)
+			took[k] += time.Since(start)
+			total[k] += n
 			if err != nil {
-				return fmt.Errorf("%s at %d: %w", path, off, err)
+				return fmt.Errorf("%s: %w", paths[k], err)
+			}
+			if took[k].Seconds() < *secs {
+				done = false
 			}
 		}
-		took += time.Since(start)
 		passes++
 	}
-	fmt.Fprintf(os.Stderr, "read %s: %d bytes in %d passes, %.3f s\n", path, total, passes, took.Seconds())
-	fmt.Printf("%.1f\n", float64(total)/(1<<20)/took.Seconds())
+	for k, path := range paths {
+		fmt.Fprintf(os.Stderr, "read %s: %d bytes in %d passes, %.3f s\n", path, total[k], passes, took[k].Seconds())
+		fmt.Printf("%.1f\n", float64(total[k])/(1<<20)/took[k].Seconds())
+	}
 	return nil
+}
+
+// readAll reads f from offset 0 to its end through buf and returns the
+// bytes read.
+func readAll(f *os.File, buf []byte) (int64, error) {
+	var off int64
+	for {
+		n, err := f.ReadAt(buf, off)
+		off += int64(n)
+		if err == io.EOF {
+			return off, nil
+		}
+		if err != nil {
+			return off, fmt.Errorf("at %d: %w", off, err)
+		}
+	}
 }
 
 // dropCache makes the next read of each of paths come from the disk:
