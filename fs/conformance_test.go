@@ -4,6 +4,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -20,10 +21,19 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Backend{Name: "go-fuse", Mount: mount})
 }
 
+// opTally is an Observer counting the requests it is told of.
+type opTally struct{ n atomic.Int64 }
+
+func (o *opTally) FUSEOp(string)    { o.n.Add(1) }
+func (o *opTally) Passthrough(bool) {}
+
 // mount is the conformance.MountFunc of go-fuse. To count requests it
-// turns on go-fuse's debug log and counts its "rx" lines.
+// turns on go-fuse's debug log and counts its "rx" lines. It serves
+// through the counting file system (Observer), as the daemon does, and
+// its unmount fails if that saw no request.
 func mount(lfs *leasefs.FS, mnt string, opts conformance.MountOptions) (func() error, error) {
-	mo := MountOptions{AllowOther: opts.AllowOther, Logger: slog.New(slog.DiscardHandler)}
+	tally := &opTally{}
+	mo := MountOptions{AllowOther: opts.AllowOther, Logger: slog.New(slog.DiscardHandler), Observer: tally}
 	if opts.Requests != nil || opts.GetXattrs != nil || opts.ListXattrs != nil {
 		mo.Debug, mo.Logger = true, slog.New(requestCounter{opts.Requests, opts.GetXattrs, opts.ListXattrs})
 	}
@@ -34,6 +44,9 @@ func mount(lfs *leasefs.FS, mnt string, opts conformance.MountOptions) (func() e
 	return func() error {
 		err := srv.Unmount()
 		srv.Wait()
+		if err == nil && tally.n.Load() == 0 {
+			err = errors.New("the counting file system saw no request")
+		}
 		return err
 	}, nil
 }

@@ -53,6 +53,9 @@ type MountOptions struct {
 	// its CLI channel through Coherence.Do, so the kernel learns of their
 	// changes before the client's reply. Nil: the mount makes its own.
 	Coherence *Coherence
+	// Observer, if set, is told of every request and of the payload read
+	// mode, for metrics (opcount.go).
+	Observer Observer
 }
 
 // OpenFiles counts the open file handles of a mount: payload files
@@ -111,7 +114,7 @@ func Mount(mountpoint string, lfs *leasefs.FS, opts MountOptions) (*fuse.Server,
 	if opts.NoPassthrough {
 		disabled = fuse.CAP_PASSTHROUGH
 	}
-	server, err := fusefs.Mount(mountpoint, root, &fusefs.Options{
+	server, err := mountRaw(mountpoint, root, opts.Observer, &fusefs.Options{
 		MountOptions: fuse.MountOptions{
 			AllowOther:  opts.AllowOther,
 			Debug:       opts.Debug,
@@ -136,6 +139,27 @@ func Mount(mountpoint string, lfs *leasefs.FS, opts MountOptions) (*fuse.Server,
 	go func() { server.Wait(); cancel() }()
 	mode, why := readMode(server.KernelSettings().Flags64(), opts.NoPassthrough, hasSysAdmin())
 	log.Info("payload read mode", "mode", mode, "why", why, "mountpoint", mountpoint)
+	if opts.Observer != nil {
+		opts.Observer.Passthrough(mode == ReadPassthrough)
+	}
+	return server, nil
+}
+
+// mountRaw is go-fuse's fs.Mount, serving through countedFS when obs is
+// set.
+func mountRaw(mountpoint string, root fusefs.InodeEmbedder, obs Observer, opts *fusefs.Options) (*fuse.Server, error) {
+	raw := fusefs.NewNodeFS(root, opts)
+	if obs != nil {
+		raw = countedFS{raw, obs}
+	}
+	server, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
+	if err != nil {
+		return nil, err
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		return nil, err // as fs.Mount: the serve loop ends with the failed mount
+	}
 	return server, nil
 }
 

@@ -192,15 +192,22 @@ func ErrnoTable() []ErrnoRow { return append([]ErrnoRow(nil), errnoTable...) }
 
 // match returns the errno of the first row err matches, and whether one did.
 func match(err error) (Errno, bool) {
+	r, ok := matchRow(err)
+	return r.Errno, ok
+}
+
+// matchRow returns the first row err matches, and whether one did; for
+// none, a row with errno EIO and no name.
+func matchRow(err error) (ErrnoRow, bool) {
 	if err == nil {
-		return OK, true
+		return ErrnoRow{Errno: OK}, true
 	}
 	for _, r := range errnoTable {
 		if errors.Is(err, r.Err) {
-			return r.Errno, true
+			return r, true
 		}
 	}
-	return EIO, false
+	return ErrnoRow{Errno: EIO}, false
 }
 
 // ToErrno maps err to an Errno: nil is OK, else the first row of the table
@@ -265,13 +272,21 @@ func mdCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 // Refuse maps err with the error table and logs one warning line with op,
 // path, errno and the error text (an error without a row is EIO, logged at
-// error level with its chain); nil is OK and not logged. Adapters call it for every failed mutation,
+// error level with its chain) and counts it (Options.Observer, by errno and row name); nil is OK and not logged. Adapters call it for every failed mutation,
 // passing the path as they know it.
 func (f *FS) Refuse(op, path string, err error) Errno {
 	if err == nil {
 		return OK
 	}
-	e, ok := match(err)
+	r, ok := matchRow(err)
+	e := r.Errno
+	if f.obs != nil {
+		reason := r.Name
+		if !ok {
+			reason = unmatchedReason
+		}
+		f.obs.Refused(e.String(), reason)
+	}
 	if !ok {
 		f.log.Error("refused", "op", op, "path", path, "errno", e.String(), "err", err.Error(), "chain", chain(err))
 		return e

@@ -50,12 +50,22 @@ func TestToErrnoUnmapped(t *testing.T) {
 	}
 }
 
+// refusalCounter is an Observer that counts refusals by errno and reason.
+type refusalCounter map[string]int
+
+func (c refusalCounter) Refused(errno, reason string) { c[errno+" "+reason]++ }
+
 func TestRefuseLogs(t *testing.T) {
 	var buf bytes.Buffer
-	f := &FS{log: slog.New(slog.NewTextHandler(&buf, nil))}
+	counted := refusalCounter{}
+	f := &FS{log: slog.New(slog.NewTextHandler(&buf, nil)), obs: counted}
 	err := fmt.Errorf("create lease %q: %w", "c", ErrNotPermitted)
 	if got := f.Refuse("create", "leases/c", err); got != EPERM {
 		t.Fatalf("Refuse = %v, want EPERM", got)
+	}
+	f.Refuse("read", "store", io.ErrUnexpectedEOF)
+	if want := (refusalCounter{"EPERM leasefs.ErrNotPermitted": 1, "EIO unmatched": 1}); fmt.Sprint(counted) != fmt.Sprint(want) {
+		t.Errorf("Observer counted %v, want %v", counted, want)
 	}
 	for _, want := range []string{"level=WARN", "op=create", "path=leases/c", "errno=EPERM", `err="create lease \"c\": operation not permitted here"`} {
 		if !strings.Contains(buf.String(), want) {

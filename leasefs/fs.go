@@ -30,6 +30,11 @@ type Options struct {
 	// StoreLines, if set, returns "key: value" lines appended to MNT/store
 	// at each render: the daemon's fleet state (internal/fleet).
 	StoreLines func() []string
+	// Observer is told of every refusal, for metrics; nil means nobody.
+	Observer Observer
+	// Metrics renders the metrics file (MetricsFileName) at each open and
+	// stat; nil means the tree has none.
+	Metrics func() ([]byte, error)
 }
 
 // FS is the namespace over one open store. Its tree state is the store's:
@@ -43,7 +48,9 @@ type FS struct {
 	owners     []uint32  // who may change the tree (authorize): the store owner and root unless SetOwners
 	created    time.Time // store creation: the times of the fixed nodes
 	killWait   time.Duration
-	storeLines func() []string // Options.StoreLines, or nil
+	storeLines func() []string        // Options.StoreLines, or nil
+	obs        Observer               // Options.Observer, or nil
+	metrics    func() ([]byte, error) // renders MetricsFileName; nil: no such file
 	refusals   refusals
 	incoming   incoming // incoming directories' writers and outcomes (incoming.go)
 	gate       gate     // closed by Detach (detach.go)
@@ -61,7 +68,8 @@ func New(st *store.Store, opts Options) (*FS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("leasefs: read store creation time: %w", err)
 	}
-	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: created, killWait: opts.KillWait, storeLines: opts.StoreLines}
+	f := &FS{st: st, log: opts.Logger, uid: uint32(st.OwnerUID()), created: created, killWait: opts.KillWait, storeLines: opts.StoreLines,
+		obs: opts.Observer, metrics: opts.Metrics}
 	f.owners = []uint32{f.uid, 0}
 	f.eventsCtx, f.endEvents = context.WithCancel(context.Background())
 	if f.killWait <= 0 {
@@ -100,7 +108,7 @@ func (f *FS) Lookup(dir Node, name string) (Node, error) {
 	defer f.leave()
 	switch dir.kind {
 	case KindRoot:
-		if k, ok := fixedChild(KindRoot, name); ok {
+		if k, ok := fixedChild(KindRoot, name); ok && !f.absent(k) {
 			return fixedNode(k), nil
 		}
 	case KindKeysDir:

@@ -42,6 +42,7 @@ const (
 	KindIncomingStatusFile                  // incoming/<name>/status
 	KindIncomingFile                        // incoming/<name>/<file>
 	KindEventsFile                          // events
+	KindMetricsFile                         // metrics
 )
 
 // CachePolicy says how long an adapter may let the kernel cache a node's
@@ -257,6 +258,9 @@ func init() {
 			stat: (*FS).incomingFileAttr, shows: "the capture's files and class.json: the real backing files, any file I/O", times: "the backing file's mtime"},
 		KindEventsFile: {name: "events file", parent: KindRoot, entry: EventsFileName, unlisted: true, ino: InoEvents, mode: modeText, nlink: 1, cache: CacheNever, content: ContentStream,
 			shows: "one JSON line per state change from the open (not listed); size 0", times: createdTimes},
+		KindMetricsFile: {name: "metrics file", parent: KindRoot, entry: MetricsFileName, unlisted: true, ino: InoMetrics, mode: modeText, nlink: 1, cache: CacheNever, content: ContentText,
+			render: (*FS).metricsView, shows: "the daemon's metrics, Prometheus text format, one scrape per open (not listed; docs/metrics.md)",
+			times: "the time of the rendering: it shows the daemon's counters as of now"},
 	}
 	fixedEntries = entriesOf(kinds)
 }
@@ -399,7 +403,7 @@ func (n Node) Generation() store.GenerationID {
 func (n Node) Immutable() bool { return n.kind.Cache() == CacheForever }
 
 // Ino returns the node's inode number, stable across unmounts and daemon
-// restarts: the fixed numbers InoRoot..InoEvents, else
+// restarts: the fixed numbers InoRoot..InoMetrics, else
 // class<<56 | object number with the classes of the node table.
 func (n Node) Ino() uint64 {
 	r := n.kind.facts()

@@ -145,8 +145,8 @@ func TestTreeConsistency(t *testing.T) {
 			kinds = append(kinds, n.Kind())
 		}
 	}
-	if len(kinds) != len(Kinds())-1 || slices.Contains(kinds, KindEventsFile) {
-		t.Errorf("tree holds %d node kinds, want all %d but the unlisted events file: %v", len(kinds), len(Kinds())-1, kinds)
+	if len(kinds) != len(Kinds())-2 || slices.Contains(kinds, KindEventsFile) || slices.Contains(kinds, KindMetricsFile) {
+		t.Errorf("tree holds %d node kinds, want all %d but the unlisted events and metrics files: %v", len(kinds), len(Kinds())-2, kinds)
 	}
 	gen := func(dir, g string, leases ...string) []string {
 		p := dir + "/" + g

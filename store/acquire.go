@@ -120,6 +120,7 @@ func (s *Store) insertLease(tx *bolt.Tx, l Lease) error {
 	if err := s.putLease(tx, l); err != nil {
 		return err
 	}
+	s.countLease(tx, "", Reserved)
 	if err := s.indexLease(tx, l); err != nil {
 		return err
 	}

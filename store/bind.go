@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -53,7 +54,8 @@ var (
 )
 
 // bindLease is BindLeaseSeq through route r: the one bind path.
-func (s *Store) bindLease(cloneID string, seq uint64, pid int, r bindRoute) (Lease, error) {
+func (s *Store) bindLease(cloneID string, seq uint64, pid int, r bindRoute) (_ Lease, err error) {
+	defer s.observeLeaseOp("bind", time.Now(), &err)
 	if err := ValidateCloneID(cloneID); err != nil {
 		return Lease{}, err
 	}
@@ -94,6 +96,7 @@ func (s *Store) bindLease(cloneID string, seq uint64, pid int, r bindRoute) (Lea
 			return fmt.Errorf("lease %q: %w", cloneID, err)
 		}
 		now := s.now().UTC()
+		s.countLease(tx, lease.State, Bound)
 		lease.State, lease.Process, lease.BoundAt, lease.UpdatedAt = Bound, &id, now, now
 		return s.putLease(tx, lease)
 	})

@@ -31,6 +31,8 @@ type groupCommitter struct {
 	// run runs one read-write transaction and commits it (Store.update
 	// at the lease's error point, or bolt.DB.Update).
 	run func(func(*bolt.Tx) error) error
+	// observe is told the size of each committed group (Observer).
+	observe func(requests int)
 
 	mu      sync.Mutex
 	busy    bool             // a leader is running a group now
@@ -52,7 +54,7 @@ type commitOutcome struct {
 }
 
 func newGroupCommitter(run func(func(*bolt.Tx) error) error) *groupCommitter {
-	return &groupCommitter{run: run}
+	return &groupCommitter{run: run, observe: func(int) {}}
 }
 
 // update runs fn in a read-write transaction, possibly shared with other
@@ -132,6 +134,9 @@ func (c *groupCommitter) commit(group []*commitRequest) {
 		if bad < 0 {
 			for _, r := range group {
 				r.err = err
+			}
+			if err == nil {
+				c.observe(len(group))
 			}
 			break
 		}

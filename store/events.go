@@ -71,7 +71,9 @@ func (s *Store) emit(e Event) {
 	ev.seq++
 	e.Seq, e.At = ev.seq, s.now().UTC()
 	for sub := range ev.subs {
-		sub.push(e)
+		if sub.push(e) {
+			s.observer().EventsDropped(1)
+		}
 	}
 }
 
@@ -93,18 +95,22 @@ func (s *Store) Subscribe() *EventStream {
 	return sub
 }
 
-func (sub *EventStream) push(e Event) {
+// push queues e, dropping the oldest event queued when the stream is
+// EventBuffer behind, and reports whether it dropped one.
+func (sub *EventStream) push(e Event) (dropped bool) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	if len(sub.queue) == EventBuffer {
 		sub.queue = sub.queue[1:]
 		sub.missed++
+		dropped = true
 	}
 	sub.queue = append(sub.queue, e)
 	select {
 	case sub.wake <- struct{}{}:
 	default:
 	}
+	return dropped
 }
 
 // Next waits for events and returns those queued, oldest first, with the

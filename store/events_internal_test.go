@@ -9,12 +9,21 @@ import (
 	"templatefs/internal/hostclock"
 )
 
+// dropCounter is an Observer counting the events dropped.
+type dropCounter struct {
+	noObserver
+	dropped int
+}
+
+func (d *dropCounter) EventsDropped(n int) { d.dropped += n }
+
 // TestEventStream: a stream gets every event from its subscription on,
 // numbered without gaps; past EventBuffer the oldest are dropped and
-// counted; Close and the store's closing end it, and a stream subscribed
-// after the store closed starts closed.
+// counted, also to the Observer; Close and the store's closing end it,
+// and a stream subscribed after the store closed starts closed.
 func TestEventStream(t *testing.T) {
-	s := &Store{now: hostclock.Now}
+	drops := &dropCounter{}
+	s := &Store{now: hostclock.Now, obs: drops}
 	s.emit(Event{Kind: EventSettings}) // before anyone listens
 	sub := s.Subscribe()
 	const over = 3
@@ -24,6 +33,9 @@ func TestEventStream(t *testing.T) {
 	evs, missed, err := sub.Next(context.Background())
 	if err != nil || missed != over || len(evs) != EventBuffer {
 		t.Fatalf("Next: %d events, missed %d, %v; want %d, %d", len(evs), missed, err, EventBuffer, over)
+	}
+	if drops.dropped != over {
+		t.Errorf("Observer told of %d events dropped, want %d", drops.dropped, over)
 	}
 	for i, e := range evs {
 		if want := uint64(2 + over + i); e.Seq != want || e.At.IsZero() {

@@ -224,6 +224,7 @@ func (s *Store) recordExits(found []exitFinding) error {
 			case l.Seq != f.seq || !tracked(l) || !l.Process.SameProcess(f.id):
 				continue
 			case f.exited():
+				s.countLease(tx, l.State, Exited)
 				l.State, l.UpdatedAt, l.ExitedAt, l.Exit, l.CheckError = Exited, now, now, f.verdict.String(), ""
 				exited = append(exited, l)
 			case l.CheckError != f.checkErr:

@@ -122,9 +122,11 @@ func (s *Store) changeGeneration(p faultPoint, gen GenerationID, queue func(*bol
 		if g, err = getGeneration(tx, gen); err != nil {
 			return err
 		}
+		before := g.State
 		if err := change(&g); err != nil {
 			return err
 		}
+		s.countGeneration(tx, before, g.State)
 		g.StateChangedAt = s.now().UTC()
 		if queue != nil {
 			if err := queue(tx, &g); err != nil {
@@ -168,6 +170,7 @@ func (s *Store) finishRetirement(gen GenerationID) error {
 		if g.State != Retiring || hasLeases(tx, gen) {
 			return errUnchanged
 		}
+		s.countGeneration(tx, g.State, "")
 		return deleteGeneration(tx, g, s.now().UTC())
 	})
 	switch {

@@ -125,7 +125,12 @@ func (x *index) Update(fn func(*bolt.Tx) error) error {
 		if err != nil {
 			return err
 		}
-		return tx.Commit()
+		start := time.Now()
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		x.st.observer().IndexCommit(time.Since(start))
+		return nil
 	})
 	if err != nil {
 		_, damaged := err.(damage)

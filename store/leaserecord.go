@@ -101,6 +101,7 @@ func (s *Store) casLeaseState(which Lease, from, state LeaseState) error {
 		if lease.State == Reserved || lease.State == Exited || lease.State == state || from != "" && lease.State != from {
 			return errUnchanged
 		}
+		s.countLease(tx, lease.State, state)
 		lease.State, lease.UpdatedAt = state, s.now().UTC()
 		return s.putLease(tx, lease)
 	})
@@ -137,6 +138,7 @@ func (s *Store) deleteLeaseRecord(tx *bolt.Tx, lease Lease) error {
 	if err := tx.Bucket(bucketLeases).Delete([]byte(lease.CloneID)); err != nil {
 		return err
 	}
+	s.countLease(tx, lease.State, "")
 	if err := tx.Bucket(bucketTrackedLeases).Delete([]byte(lease.CloneID)); err != nil {
 		return err
 	}

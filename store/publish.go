@@ -101,6 +101,7 @@ func (s *Store) PublishWith(captureDir string, class *templatekey.Class, opts Pu
 
 // publish is PublishWith, but for the read-only policy on a failed fsync.
 func (s *Store) publish(captureDir string, class *templatekey.Class, opts PublishOptions) (Generation, bool, error) {
+	start := time.Now()
 	c, err := s.openCapture(captureDir)
 	if err != nil {
 		return Generation{}, false, fmt.Errorf("publish %s: %w", captureDir, err)
@@ -232,6 +233,7 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, opts Publis
 			return err
 		}
 		quarantineByFleet(tx, &g)
+		s.countGeneration(tx, "", g.State)
 		return putJSON(tx.Bucket(bucketGenerations), genKey(id), g)
 	})
 	if err != nil {
@@ -243,6 +245,7 @@ func (s *Store) publish(captureDir string, class *templatekey.Class, opts Publis
 		s.log.Warn("published generation is tombstoned: the fleet quarantines its template", "generation", id.String(), "fleet_id", g.FleetID())
 		s.emit(Event{Kind: EventTombstoned, Generation: id, KeyID: keyID})
 	}
+	s.observer().Published(artifactBytes(g), time.Since(start))
 	return g, true, nil
 }
 

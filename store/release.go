@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -37,7 +38,8 @@ func (s *Store) ReleaseLease(cloneID string) error { return s.ReleaseLeaseSeq(cl
 // has another sequence number, the lease the caller meant was already
 // released (and the clone ID acquired again): it returns ErrNotFound and
 // leaves the newer lease alone.
-func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) error {
+func (s *Store) ReleaseLeaseSeq(cloneID string, seq uint64) (err error) {
+	defer s.observeLeaseOp("release", time.Now(), &err)
 	if err := ValidateCloneID(cloneID); err != nil {
 		return err
 	}
@@ -152,6 +154,7 @@ func (s *Store) beginRelease(cloneID string, seq uint64) (lease Lease, prior Lea
 			prior = Bound
 			return errUnchanged
 		}
+		s.countLease(tx, lease.State, Releasing)
 		lease.State, lease.UpdatedAt = Releasing, s.now().UTC()
 		return s.putLease(tx, lease)
 	})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -103,7 +104,13 @@ func (s *Store) awaitLaunch(launch string) {
 // pending and its record committed through update by a goroutine of its
 // own (commitReservation), so reserve returns without waiting for any
 // fsync. Errors: as AcquireLease, and ErrReadOnly.
-func (s *Store) reserve(update func(func(*bolt.Tx) error) error, cloneID string, route acquireRoute) (*Reservation, error) {
+func (s *Store) reserve(update func(func(*bolt.Tx) error) error, cloneID string, route acquireRoute) (r *Reservation, err error) {
+	start := time.Now()
+	defer func() {
+		if err != nil || !r.Created { // else commitReservation reports it
+			s.observer().LeaseOp("create", time.Since(start), err)
+		}
+	}()
 	if err := ValidateCloneID(cloneID); err != nil {
 		return nil, err
 	}
@@ -128,7 +135,7 @@ func (s *Store) reserve(update func(func(*bolt.Tx) error) error, cloneID string,
 		rs.byClone[cloneID] = r
 		rs.commits.Add(1)
 		rs.mu.Unlock()
-		go s.commitReservation(update, r, route.key, facts)
+		go s.commitReservation(update, r, route.key, facts, start)
 		return r, nil
 	}
 }
@@ -175,8 +182,9 @@ var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); retu
 // new lease under the host facts the grant used (a tombstone, retirement
 // or retire that committed since the grant refuses it: the commit fails
 // with that error). Then it ends r: the lease is logged and emitted if
-// committed, r leaves the pending set, and Wait returns.
-func (s *Store) commitReservation(update func(func(*bolt.Tx) error) error, r *Reservation, key string, facts HostFacts) {
+// committed, the create begun at start is reported to the Observer, r
+// leaves the pending set, and Wait returns.
+func (s *Store) commitReservation(update func(func(*bolt.Tx) error) error, r *Reservation, key string, facts HostFacts, start time.Time) {
 	rs := &s.reserved
 	defer rs.commits.Done()
 	l := r.Lease
@@ -207,6 +215,7 @@ func (s *Store) commitReservation(update func(func(*bolt.Tx) error) error, r *Re
 	} else {
 		s.log.Warn("lease not committed; its create is refused at close", "clone", l.CloneID, "generation", l.Generation.String(), "seq", l.Seq, "err", err)
 	}
+	s.observer().LeaseOp("create", time.Since(start), err)
 	rs.mu.Lock()
 	delete(rs.byClone, l.CloneID)
 	rs.mu.Unlock()

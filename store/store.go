@@ -57,6 +57,9 @@ type Options struct {
 	// fleet (fleet/queue, QueueFleet) in its own transaction, for a
 	// daemon that has joined one (templatefs mount --fleet-etcd).
 	Fleet bool
+	// Observer is told what the store does, for metrics; nil means
+	// nobody is.
+	Observer Observer
 }
 
 // Store is an open template store. It is safe for concurrent use by
@@ -82,6 +85,13 @@ type Store struct {
 	// reserved holds the leases granted and not yet committed
 	// (reserve.go).
 	reserved reservations
+
+	// obs is told what the store does (observer.go); counts keeps the
+	// records per state for it (statecounts.go), and countsWalk
+	// serialises their first walk.
+	obs        Observer // Options.Observer, or nil: observer()
+	counts     stateCounts
+	countsWalk sync.Mutex
 
 	// maint serialises retirement deletions with Check, so Check never
 	// sees a generation half deleted.
@@ -229,7 +239,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, uid: os.Geteuid(), procs: opts.Processes, fleet: opts.Fleet}
+	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, uid: os.Geteuid(), procs: opts.Processes, fleet: opts.Fleet, obs: opts.Observer}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -284,6 +294,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s.reserved.byClone = map[string]*Reservation{}
 	s.commits = newGroupCommitter(func(fn func(*bolt.Tx) error) error { return s.update(faultLeaseCommit, fn) })
+	s.commits.observe = s.observer().GroupCommit
 	if s.root, err = openDir(dir); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store: %w", err)

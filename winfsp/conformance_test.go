@@ -3,6 +3,8 @@
 package winfsp
 
 import (
+	"errors"
+	"sync/atomic"
 	"testing"
 
 	"templatefs/leasefs"
@@ -19,11 +21,25 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Backend{Name: "cgofuse", Mount: mountFunc, NoSeekData: true, UncachedAttrs: true, MappableText: true, NoFallocate: true})
 }
 
-// mountFunc is the conformance.MountFunc of cgofuse.
+// opTally is an Observer counting the callbacks it is told of.
+type opTally struct{ n atomic.Int64 }
+
+func (o *opTally) FUSEOp(string) { o.n.Add(1) }
+
+// mountFunc is the conformance.MountFunc of cgofuse. It serves through
+// the counting file system (Observer), as the daemon does, and its
+// unmount fails if that saw no callback.
 func mountFunc(lfs *leasefs.FS, mnt string, opts conformance.MountOptions) (func() error, error) {
-	m, err := mount(mnt, lfs, MountOptions{AllowOther: opts.AllowOther}, opts.Requests, opts.GetXattrs, opts.ListXattrs)
+	tally := &opTally{}
+	m, err := mount(mnt, lfs, MountOptions{AllowOther: opts.AllowOther, Observer: tally}, opts.Requests, opts.GetXattrs, opts.ListXattrs)
 	if err != nil {
 		return nil, err
 	}
-	return m.Unmount, nil
+	return func() error {
+		err := m.Unmount()
+		if err == nil && tally.n.Load() == 0 {
+			err = errors.New("the counting file system saw no callback")
+		}
+		return err
+	}, nil
 }

@@ -17,12 +17,17 @@ import (
 // OpenEx is Open, which cgofuse calls instead when it is there, so an
 // open of the events file can ask for direct I/O: the file has size 0
 // and the kernel reads a stream only without the page cache. It is not
-// seekable either: the stream has no offsets.
+// seekable either: the stream has no offsets. The metrics file is read
+// with direct I/O too: its rendering at open is longer than the size a
+// stat saw just before whenever a counter gained a digit, and the page
+// cache would cut the read at that size.
 func (f *fileSystem) OpenEx(p string, fi *fuse.FileInfo_t) int {
 	errc, fh := f.Open(p, fi.Flags)
 	fi.Fh = fh
 	if h, ok := f.get(fh); ok && h.h.Events != nil {
 		fi.DirectIo, fi.NonSeekable = true, true
+	} else if ok && h.node.Kind() == leasefs.KindMetricsFile {
+		fi.DirectIo = true
 	}
 	return errc
 }

@@ -41,6 +41,9 @@ type MountOptions struct {
 	// not have a detach arrive late, when a new daemon may already be
 	// mounted at the same path).
 	OwnSignals bool
+	// Observer, if set, is told of every callback, for metrics
+	// (opcount.go).
+	Observer Observer
 }
 
 // Mounted is a serving mount; Unmount ends it, Wait waits for its end.
@@ -95,7 +98,11 @@ func mount(mountpoint string, lfs *leasefs.FS, opts MountOptions, requests, getx
 		return nil, fmt.Errorf("winfsp: mount %s: %w", mountpoint, err)
 	}
 	fsys.requests, fsys.getxattrs, fsys.listxattrs = requests, getxattrs, listxattrs
-	host := fuse.NewFileSystemHost(fsys)
+	var served fuse.FileSystemInterface = fsys
+	if opts.Observer != nil {
+		served = countedFileSystem{fsys, opts.Observer}
+	}
+	host := fuse.NewFileSystemHost(served)
 	host.SetUseIno(true)
 	host.SetCapReaddirPlus(true)
 	host.SetCapOpenTrunc(true)

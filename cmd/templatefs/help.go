@@ -90,10 +90,15 @@ func flagSynopsis(f *flag.Flag) string {
 }
 
 // defaultText says what f is when not given: "(required)" for a flag cmd
-// requires, otherwise "(default " and its default value ")".
+// requires, what leaving it out means for an empty default cmd.unset
+// explains ("(default: no HTTP endpoint)"), otherwise "(default " and its
+// default value ")".
 func defaultText(cmd command, f *flag.Flag) string {
 	if slices.Contains(cmd.required, f.Name) {
 		return "(required)"
+	}
+	if f.DefValue == "" && cmd.unset[f.Name] != "" {
+		return "(default: " + cmd.unset[f.Name] + ")"
 	}
 	return "(default " + f.DefValue + ")"
 }

@@ -49,8 +49,8 @@ func TestCommandHelp(t *testing.T) {
 			var want []string
 			want = append(want, "usage: "+synopsis(cmd, fl), oneLine(cmd.about), "Example: "+cmd.example, "-h, --help")
 			fl.VisitAll(func(f *flag.Flag) {
-				if f.DefValue == "" && defaultText(cmd, f) != "(required)" {
-					t.Errorf("flag --%s has no default to show and is not required", f.Name)
+				if f.DefValue == "" && defaultText(cmd, f) == "(default )" {
+					t.Errorf("flag --%s has no default to show, is not required and does not say what leaving it out means", f.Name)
 				}
 				_, usage := flag.UnquoteUsage(f)
 				want = append(want, oneLine(flagSynopsis(f)+" "+usage+" "+defaultText(cmd, f)))

@@ -22,10 +22,13 @@ type command struct {
 	args     []string // the positional arguments, e.g. STORE CAPTURE_DIR
 	more     string   // if set, any number of further arguments of this name may follow, e.g. GEN
 	required []string // flags that must be given, with a non-empty value
-	summary  string   // what it does, one line, for the command list
-	about    string   // what it does and what its arguments are, for --help
-	example  string   // example command lines, for --help
-	run      func(fl *flag.FlagSet, args []string, stdout io.Writer) error
+	// unset says, for an optional flag whose default is empty, what
+	// leaving it out means, e.g. "no endpoint".
+	unset   map[string]string
+	summary string // what it does, one line, for the command list
+	about   string // what it does and what its arguments are, for --help
+	example string // example command lines, for --help
+	run     func(fl *flag.FlagSet, args []string, stdout io.Writer) error
 	// prepare, set instead of run for a command that works on an open
 	// store, parses the command line into the operation (storeOp), which
 	// runStore runs offline or hands to the daemon serving the store.
@@ -120,8 +123,11 @@ fleet (docs/fleet.md): it records the generations it holds in etcd, writes
 its tombstones and lifts there and applies every host's within about a
 second; while etcd cannot be reached it serves and leases with what the
 store knows, queues its own changes durably and shows "fleet:
-disconnected" in MNT/store.`,
-			example: "templatefs mount /srv/templates /mnt/t &",
+disconnected" in MNT/store. MNT/metrics (cat it; not listed) shows the
+daemon's metrics in the Prometheus text format, and --metrics-listen
+serves the same over HTTP (docs/metrics.md).`,
+			example: "templatefs mount --metrics-listen 127.0.0.1:9470 /srv/templates /mnt/t &",
+			unset:   map[string]string{"metrics-listen": "no HTTP endpoint"},
 			run:     runMount,
 		},
 		{

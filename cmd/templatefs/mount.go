@@ -16,6 +16,7 @@ import (
 
 	"templatefs/internal/control"
 	"templatefs/internal/fleet"
+	"templatefs/internal/metrics"
 	"templatefs/leasefs"
 	"templatefs/store"
 )
@@ -34,6 +35,10 @@ type mountConfig struct {
 	noPassthrough bool
 	fleetEtcd     string // etcd client URLs, comma-separated; noFleet when the host is in no fleet
 	fleetPrefix   string
+	metricsListen string // --metrics-listen ADDR, "" for none
+	// metrics is the daemon's registry, which the backend feeds with its
+	// requests; nil for none.
+	metrics *metrics.Metrics
 }
 
 func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
@@ -44,6 +49,7 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	fl.BoolVar(&cfg.noPassthrough, "no-passthrough", false, "serve payload reads through the daemon instead of FUSE passthrough (go-fuse)")
 	fl.StringVar(&cfg.fleetEtcd, "fleet-etcd", noFleet, "join the fleet whose etcd answers at these client `URLS` (comma-separated): tombstones and lifts become fleet-wide (docs/fleet.md)")
 	fl.StringVar(&cfg.fleetPrefix, "fleet-prefix", fleet.DefaultPrefix, "the fleet's etcd key `PREFIX` (with --fleet-etcd)")
+	fl.StringVar(&cfg.metricsListen, "metrics-listen", "", "also serve MNT/metrics (Prometheus text) over HTTP: GET http://`ADDR`/metrics, ADDR being host:port such as 127.0.0.1:9470 (port 0: a free one, logged); anyone who can reach it can read it")
 	pos, err := parseFlags(fl, args)
 	if err != nil {
 		return err
@@ -54,7 +60,8 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	if superviseUnderSystemd() {
 		return supervise()
 	}
-	st, err := openForMount(pos[0], store.Options{Fleet: cfg.fleetEtcd != noFleet})
+	cfg.metrics = metrics.New()
+	st, err := openForMount(pos[0], store.Options{Fleet: cfg.fleetEtcd != noFleet, Observer: cfg.metrics})
 	if err != nil {
 		return err
 	}
@@ -63,7 +70,7 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	if err := checkMountpoint(pos[1], st.Dir()); err != nil {
 		return err
 	}
-	var lopts leasefs.Options
+	lopts := leasefs.Options{Observer: cfg.metrics, Metrics: cfg.metrics.Render}
 	if cfg.fleetEtcd != noFleet {
 		m, stop, err := joinFleet(st, cfg.fleetEtcd, cfg.fleetPrefix)
 		if err != nil {
@@ -78,12 +85,24 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	// Services that take operations on the store start here and register
 	// their stop with d.OnStop (stops run latest first: the control socket
 	// stops taking commands before exit tracking ends).
-	d.OnStop("exit tracking", st.TrackExits())    // leases follow their processes (store/exits.go)
+	d.OnStop("exit tracking", st.TrackExits()) // leases follow their processes (store/exits.go)
+	stopCounting, err := countStates(cfg.metrics, st)
+	if err != nil {
+		return err
+	}
+	d.OnStop("the count of leases by state", stopCounting)
 	stopControl, err := startControl(st, &d.told) // commands on the store run through this daemon until stopControl
 	if err != nil {
 		return err
 	}
 	d.OnStop("control operations in flight", stopControl)
+	if cfg.metricsListen != "" {
+		stopMetrics, err := listenMetrics(cfg.metricsListen, cfg.metrics)
+		if err != nil {
+			return err
+		}
+		d.OnStop("metrics scrapes in flight", stopMetrics)
+	}
 	return serve(d, pos[1], cfg, func() {
 		fmt.Fprintf(stdout, "mounted %s at %s\n", pos[0], pos[1])
 	})

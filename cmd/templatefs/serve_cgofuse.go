@@ -15,5 +15,5 @@ func serveCgofuse(lfs *leasefs.FS, mnt string, cfg mountConfig, ready func()) er
 	if cfg.noPassthrough {
 		slog.Info("--no-passthrough has no effect with cgofuse: it has no passthrough")
 	}
-	return winfsp.Serve(mnt, lfs, winfsp.MountOptions{AllowOther: cfg.allowOther, Debug: cfg.debug}, ready)
+	return winfsp.Serve(mnt, lfs, cgofuseOptions(cfg, false), ready)
 }

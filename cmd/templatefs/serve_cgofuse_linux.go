@@ -21,7 +21,7 @@ func mountCgofuse(lfs *leasefs.FS, mnt string, cfg mountConfig) (mounted, error)
 	if cfg.noPassthrough {
 		slog.Info("--no-passthrough has no effect with cgofuse: it has no passthrough")
 	}
-	m, err := winfsp.Mount(mnt, lfs, winfsp.MountOptions{AllowOther: cfg.allowOther, Debug: cfg.debug, OwnSignals: true})
+	m, err := winfsp.Mount(mnt, lfs, cgofuseOptions(cfg, true))
 	if err != nil {
 		return nil, err
 	}

@@ -135,7 +135,11 @@ func mount(lfs *leasefs.FS, mnt string, cfg mountConfig, t *told) (mounted, erro
 	}
 	m := &goFuseMount{done: make(chan struct{})}
 	coherence := &fs.Coherence{}
-	srv, err := fs.Mount(mnt, lfs, fs.MountOptions{AllowOther: cfg.allowOther, Debug: cfg.debug, NoPassthrough: cfg.noPassthrough, OpenFiles: &m.open, Coherence: coherence})
+	opts := fs.MountOptions{AllowOther: cfg.allowOther, Debug: cfg.debug, NoPassthrough: cfg.noPassthrough, OpenFiles: &m.open, Coherence: coherence}
+	if cfg.metrics != nil {
+		opts.Observer = cfg.metrics.Backend(backendGoFuse)
+	}
+	srv, err := fs.Mount(mnt, lfs, opts)
 	if err != nil {
 		return nil, explainMountError(mnt, err)
 	}
