@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -198,5 +199,44 @@ func TestREADMECommands(t *testing.T) {
 		if line := synopsis(cmd, definedFlags(t, cmd)); !strings.Contains(string(readme), "\n"+line+"\n") {
 			t.Errorf("README.md lacks the usage line %q on a line of its own", line)
 		}
+	}
+}
+
+// TestBadReference: push and pull refuse a malformed REF as a usage error
+// (exit 2, the reason and the usage on stderr) before they open the
+// store, which stays as it was.
+func TestBadReference(t *testing.T) {
+	dir := t.TempDir()
+	st := filepath.Join(dir, "store")
+	if r := harness.RunStatus(t, "init", st); r.Code != 0 {
+		t.Fatalf("init: %v", r)
+	}
+	before, err := os.ReadFile(filepath.Join(st, "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args    []string
+		message string
+	}{
+		{[]string{"push", st, "g000001", "not a ref"}, `REF: reference "not a ref": invalid reference`},
+		{[]string{"push", st, "g000001", "127.0.0.1:1/Upper:v1"}, `REF: reference "127.0.0.1:1/Upper:v1": invalid reference`},
+		{[]string{"push", st, "g000001", "127.0.0.1:1/templates/web"}, `REF: reference "127.0.0.1:1/templates/web" names no tag`},
+		{[]string{"pull", "not a ref", st}, `REF: reference "not a ref": invalid reference`},
+		{[]string{"pull", "127.0.0.1:1/templates/web", st}, `REF: reference "127.0.0.1:1/templates/web" names no tag`},
+		{[]string{"pull", "127.0.0.1:1/templates/web@sha256:abc", st}, `REF: reference "127.0.0.1:1/templates/web@sha256:abc": invalid reference`},
+	} {
+		r := harness.RunStatus(t, c.args...)
+		want := "templatefs " + c.args[0] + ": " + c.message
+		if r.Code != 2 || !strings.HasPrefix(r.Stderr, want) || !strings.Contains(r.Stderr, "\n\nusage: templatefs "+c.args[0]) || r.Stdout != "" {
+			t.Errorf("templatefs %q: %v\nstdout: %q\nwant exit 2, stderr starting %q and the usage", c.args, r, r.Stdout, want)
+		}
+	}
+	after, err := os.ReadFile(filepath.Join(st, "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Errorf("a refused REF changed %s", filepath.Join(st, "index.db"))
 	}
 }

@@ -26,6 +26,9 @@ func preparePull(fl *flag.FlagSet, args []string) (storeOp, error) {
 		return storeOp{}, err
 	}
 	ref := pos[0]
+	if err := ociartifact.CheckReference(ref); err != nil {
+		return storeOp{}, usagef("REF: %v", err)
+	}
 	run := func(st *store.Store, out opOutput) error {
 		repo, tag, err := ociartifact.Repository(ref, *rf.plainHTTP, *rf.dockerConfig)
 		if err != nil {

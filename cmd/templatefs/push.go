@@ -34,6 +34,9 @@ func preparePush(fl *flag.FlagSet, args []string) (storeOp, error) {
 	if strings.Contains(ref, "@") {
 		return storeOp{}, usagef("REF %q names a digest: push tags what it uploads, give REGISTRY/REPOSITORY:TAG", ref)
 	}
+	if err := ociartifact.CheckReference(ref); err != nil {
+		return storeOp{}, usagef("REF: %v", err)
+	}
 	run := func(st *store.Store, out opOutput) error {
 		cfg, err := pushConfig(st, gen)
 		if err != nil {
