@@ -127,6 +127,27 @@ func preparePublish(fl *flag.FlagSet, args []string) (storeOp, error) {
 	return storeOp{dir: pos[0], args: commandLine(fl, pos[0], captureDir), run: run}, nil
 }
 
+// fileKind names the type of a file that is not a regular file, for a
+// message: "a directory", "a named pipe", "a character device".
+func fileKind(m os.FileMode) string {
+	switch t := m.Type(); {
+	case t&os.ModeDir != 0:
+		return "a directory"
+	case t&os.ModeSymlink != 0:
+		return "a symlink"
+	case t&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case t&os.ModeSocket != 0:
+		return "a socket"
+	case t&os.ModeCharDevice != 0:
+		return "a character device"
+	case t&os.ModeDevice != 0:
+		return "a block device"
+	default:
+		return fmt.Sprintf("of type %v", t)
+	}
+}
+
 func readClass(path string) (*templatekey.Class, error) {
 	// A FIFO or device would block the read (in a daemon, its stop too):
 	// only a regular file is read, checked before the open and again on
@@ -134,15 +155,17 @@ func readClass(path string) (*templatekey.Class, error) {
 	if fi, err := os.Stat(path); err != nil {
 		return nil, err
 	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is a %v, not a regular file", path, fi.Mode().Type())
+		return nil, fmt.Errorf("%s is %s, not a regular file", path, fileKind(fi.Mode()))
 	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%v)", path, err)
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is %s, not a regular file", path, fileKind(fi.Mode()))
 	}
 	c, err := templatekey.DecodeClass(f)
 	if err != nil {
