@@ -36,7 +36,7 @@ func preparePull(fl *flag.FlagSet, args []string) (storeOp, error) {
 		}
 		g, err := pull(context.Background(), st, out, ref, repo, tag)
 		if err != nil {
-			return fmt.Errorf("pull %s: %w", ref, err)
+			return fmt.Errorf("pull %s: %w", ref, registryError(err))
 		}
 		fmt.Fprintf(out.stdout, "key %s\n%s\n", g.KeyID, g.ID)
 		return nil
