@@ -127,25 +127,29 @@ func preparePublish(fl *flag.FlagSet, args []string) (storeOp, error) {
 	return storeOp{dir: pos[0], args: commandLine(fl, pos[0], captureDir), run: run}, nil
 }
 
+// fileKinds names the file types that are not regular files, most
+// specific first (a character device also has os.ModeDevice).
+var fileKinds = []struct {
+	mode os.FileMode
+	name string
+}{
+	{os.ModeDir, "a directory"},
+	{os.ModeSymlink, "a symlink"},
+	{os.ModeNamedPipe, "a named pipe"},
+	{os.ModeSocket, "a socket"},
+	{os.ModeCharDevice, "a character device"},
+	{os.ModeDevice, "a block device"},
+}
+
 // fileKind names the type of a file that is not a regular file, for a
 // message: "a directory", "a named pipe", "a character device".
 func fileKind(m os.FileMode) string {
-	switch t := m.Type(); {
-	case t&os.ModeDir != 0:
-		return "a directory"
-	case t&os.ModeSymlink != 0:
-		return "a symlink"
-	case t&os.ModeNamedPipe != 0:
-		return "a named pipe"
-	case t&os.ModeSocket != 0:
-		return "a socket"
-	case t&os.ModeCharDevice != 0:
-		return "a character device"
-	case t&os.ModeDevice != 0:
-		return "a block device"
-	default:
-		return fmt.Sprintf("of type %v", t)
+	for _, k := range fileKinds {
+		if m&k.mode != 0 {
+			return k.name
+		}
 	}
+	return fmt.Sprintf("of type %v", m.Type())
 }
 
 func readClass(path string) (*templatekey.Class, error) {
