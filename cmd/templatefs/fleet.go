@@ -181,7 +181,7 @@ const (
 // each ID is a generation of the store (g000001) or a fleet ID. status
 // prints the daemon's link to the fleet and every generation's fleet ID.
 func prepareFleet(fl *flag.FlagSet, args []string) (storeOp, error) {
-	reason := fl.String("reason", noReason, "why, recorded with the tombstone or lift in etcd (`TEXT`)")
+	reason := fl.String("reason", noReason, "`TEXT` saying why, recorded with the tombstone or lift in etcd")
 	pos, err := parseFlags(fl, args)
 	if err != nil {
 		return storeOp{}, err
