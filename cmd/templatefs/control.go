@@ -13,8 +13,8 @@ import (
 	"templatefs/store"
 )
 
-// storeOp is the work of a command on an open store (publish, fsck,
-// settings, verify): the same code whether the command opens the store
+// storeOp is the work of a command on an open store (publish, push,
+// pull, fsck, verify, settings, fleet): the same code whether the command opens the store
 // itself or hands the operation to the daemon that has the store open
 // (templatefs mount), which runs it with its own store, in its own
 // transactions (serveControl).
@@ -112,8 +112,8 @@ func handOver(cmd command, op storeOp, inUse error, view *progressView, stdout, 
 }
 
 // startControl serves the control socket of st, the store a daemon has
-// open, so that publish, fsck, settings and verify work while it is
-// mounted: each operation a command hands over runs on st with the code
+// open, so that the commands with a storeOp (daemonCommands) work while
+// it is mounted: each operation a command hands over runs on st with the code
 // the command runs offline (serveControl). It returns stop, which stops
 // taking new operations (the socket is closed and removed), ends the long
 // step of any operation in flight (store.Interrupt: a publication's copy,
@@ -131,7 +131,7 @@ func startControl(st *store.Store, t *told) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	slog.Info("control socket ready: publish, fsck, settings and verify run through this daemon", "socket", control.SocketPath(st.Dir()))
+	slog.Info("control socket ready: "+strings.Join(daemonCommands(), ", ")+" run through this daemon", "socket", control.SocketPath(st.Dir()))
 	return func() { st.Interrupt(); srv.Stop() }, nil
 }
 

@@ -354,8 +354,8 @@ func TestDaemonRefusesOtherStore(t *testing.T) {
 			d = harness.StartMount(t, on, filepath.Join(dir, "on", "mnt"))
 		}
 		r := harness.RunStatus(t, "publish", "--class", fifo, on, capture)
-		if r.Code != 1 || !strings.Contains(r.Stderr, "not a regular file") {
-			t.Errorf("publish --class FIFO (mounted %t): %v; want exit 1, not a regular file", mounted, r)
+		if r.Code != 1 || !strings.Contains(r.Stderr, fifo+" is a named pipe, not a regular file") {
+			t.Errorf("publish --class FIFO (mounted %t): %v; want exit 1, \"FIFO is a named pipe, not a regular file\"", mounted, r)
 		}
 	}
 	d.Stop()

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -44,6 +46,46 @@ func (f fleetStore) Resync(rev int64, tombstones map[string][]byte) error {
 }
 
 func (f fleetStore) Dequeue(q fleet.Queued) error { return f.st.FleetDequeue(store.FleetQueued(q)) }
+
+// checkFleetFlags refuses, as usage errors and before the store is
+// opened, the fleet flags of mount that cannot work: --fleet-prefix
+// without --fleet-etcd (it would be ignored), a prefix that does not
+// start and end with "/", and an etcd endpoint that is not a client URL
+// (http://HOST:PORT, https://HOST:PORT) or HOST:PORT.
+func checkFleetFlags(fl *flag.FlagSet, endpoints, prefix string) error {
+	if endpoints == noFleet {
+		if isSet(fl, "fleet-prefix") {
+			return usagef("--fleet-prefix %q: only with --fleet-etcd", prefix)
+		}
+		return nil
+	}
+	if !strings.HasPrefix(prefix, "/") || !strings.HasSuffix(prefix, "/") {
+		return usagef("--fleet-prefix %q: want a key prefix that starts and ends with /", prefix)
+	}
+	for _, e := range strings.Split(endpoints, ",") {
+		if !isEndpoint(e) {
+			return usagef("--fleet-etcd: %q is not an etcd client URL: want http://HOST:PORT, https://HOST:PORT or HOST:PORT, comma-separated", e)
+		}
+	}
+	return nil
+}
+
+// isEndpoint says whether e is an etcd client endpoint: an http or https
+// URL with a host and nothing after it but "/", or HOST:PORT.
+func isEndpoint(e string) bool {
+	if u, err := url.Parse(e); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+		return u.Host != "" && (u.Path == "" || u.Path == "/") && u.RawQuery == "" && u.Fragment == "" && u.User == nil
+	}
+	host, port, err := net.SplitHostPort(e)
+	return err == nil && host != "" && port != ""
+}
+
+// isSet says whether the command line set flag name of fl.
+func isSet(fl *flag.FlagSet, name string) bool {
+	set := false
+	fl.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
 
 // member is this daemon's fleet membership, nil when it has not joined
 // one: `templatefs fleet status` run through the daemon reports it.
@@ -139,7 +181,7 @@ const (
 // each ID is a generation of the store (g000001) or a fleet ID. status
 // prints the daemon's link to the fleet and every generation's fleet ID.
 func prepareFleet(fl *flag.FlagSet, args []string) (storeOp, error) {
-	reason := fl.String("reason", noReason, "why, recorded with the tombstone or lift in etcd (`TEXT`)")
+	reason := fl.String("reason", noReason, "`TEXT` saying why, recorded with the tombstone or lift in etcd")
 	pos, err := parseFlags(fl, args)
 	if err != nil {
 		return storeOp{}, err

@@ -25,8 +25,8 @@ func printCommands(w io.Writer) {
 their defaults, and an example. Flags may come before or after the
 arguments; everything after "--" is an argument. Exit status: 0 done,
 1 failed (the message names the file and the reason), 2 bad command line.
-publish, push, pull, fsck, verify and settings work the same while STORE
-is mounted: they run through the daemon that serves it.
+publish, push, pull, fsck, verify, settings and fleet work the same while
+STORE is mounted: they run through the daemon that serves it.
 `)
 }
 

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -197,6 +198,84 @@ func TestREADMECommands(t *testing.T) {
 	for _, cmd := range commands {
 		if line := synopsis(cmd, definedFlags(t, cmd)); !strings.Contains(string(readme), "\n"+line+"\n") {
 			t.Errorf("README.md lacks the usage line %q on a line of its own", line)
+		}
+	}
+}
+
+// TestBadReference: push and pull refuse a malformed REF as a usage error
+// (exit 2, the reason and the usage on stderr) before they open the
+// store, which stays as it was.
+func TestBadReference(t *testing.T) {
+	dir := t.TempDir()
+	st := filepath.Join(dir, "store")
+	if r := harness.RunStatus(t, "init", st); r.Code != 0 {
+		t.Fatalf("init: %v", r)
+	}
+	before, err := os.ReadFile(filepath.Join(st, "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args    []string
+		message string
+	}{
+		{[]string{"push", st, "g000001", "not a ref"}, `REF: reference "not a ref": invalid reference`},
+		{[]string{"push", st, "g000001", "127.0.0.1:1/Upper:v1"}, `REF: reference "127.0.0.1:1/Upper:v1": invalid reference`},
+		{[]string{"push", st, "g000001", "127.0.0.1:1/templates/web"}, `REF: reference "127.0.0.1:1/templates/web" names no tag`},
+		{[]string{"pull", "not a ref", st}, `REF: reference "not a ref": invalid reference`},
+		{[]string{"pull", "127.0.0.1:1/templates/web", st}, `REF: reference "127.0.0.1:1/templates/web" names no tag`},
+		{[]string{"pull", "127.0.0.1:1/templates/web@sha256:abc", st}, `REF: reference "127.0.0.1:1/templates/web@sha256:abc": invalid reference`},
+	} {
+		r := harness.RunStatus(t, c.args...)
+		want := "templatefs " + c.args[0] + ": " + c.message
+		if r.Code != 2 || !strings.HasPrefix(r.Stderr, want) || !strings.Contains(r.Stderr, "\n\nusage: templatefs "+c.args[0]) || r.Stdout != "" {
+			t.Errorf("templatefs %q: %v\nstdout: %q\nwant exit 2, stderr starting %q and the usage", c.args, r, r.Stdout, want)
+		}
+	}
+	after, err := os.ReadFile(filepath.Join(st, "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Errorf("a refused REF changed %s", filepath.Join(st, "index.db"))
+	}
+}
+
+// TestMountFleetFlags: mount refuses fleet flags that cannot work as
+// usage errors (exit 2) before it opens the store or mounts anything.
+func TestMountFleetFlags(t *testing.T) {
+	dir := t.TempDir()
+	st, mnt := filepath.Join(dir, "store"), filepath.Join(dir, "mnt")
+	if r := harness.RunStatus(t, "init", st); r.Code != 0 {
+		t.Fatalf("init: %v", r)
+	}
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flags   []string
+		message string
+	}{
+		{[]string{"--fleet-prefix", "/f/"}, `--fleet-prefix "/f/": only with --fleet-etcd`},
+		{[]string{"--fleet-etcd", "http://127.0.0.1:1", "--fleet-prefix", "f"}, `--fleet-prefix "f": want a key prefix that starts and ends with /`},
+		{[]string{"--fleet-etcd", "notaurl"}, `--fleet-etcd: "notaurl" is not an etcd client URL`},
+		{[]string{"--fleet-etcd", "http://127.0.0.1:1,"}, `--fleet-etcd: "" is not an etcd client URL`},
+		{[]string{"--fleet-etcd", "ftp://127.0.0.1:1"}, `--fleet-etcd: "ftp://127.0.0.1:1" is not an etcd client URL`},
+		{[]string{"--fleet-etcd", "http://127.0.0.1:1/v3?x=1"}, `--fleet-etcd: "http://127.0.0.1:1/v3?x=1" is not an etcd client URL`},
+	} {
+		args := append(append([]string{"mount"}, c.flags...), st, mnt)
+		r := harness.RunStatus(t, args...)
+		want := "templatefs mount: " + c.message
+		if r.Code != 2 || !strings.HasPrefix(r.Stderr, want) || r.Stdout != "" {
+			t.Errorf("templatefs %q: %v\nstdout: %q\nwant exit 2, stderr starting %q", args, r, r.Stdout, want)
+		}
+		if harness.IsMounted(t, mnt) {
+			t.Fatalf("templatefs %q left %s mounted", args, mnt)
+		}
+	}
+	for _, e := range []string{"http://127.0.0.1:2379", "https://etcd1:2379/", "etcd1:2379", "[::1]:2379"} {
+		if !isEndpoint(e) {
+			t.Errorf("isEndpoint(%q) = false, want true", e)
 		}
 	}
 }

@@ -57,6 +57,9 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 	if cfg.backend != backendGoFuse && cfg.backend != backendCgofuse {
 		return usagef("--backend %q: want %s or %s", cfg.backend, backendGoFuse, backendCgofuse)
 	}
+	if err := checkFleetFlags(fl, cfg.fleetEtcd, cfg.fleetPrefix); err != nil {
+		return err
+	}
 	if superviseUnderSystemd() {
 		return supervise()
 	}

@@ -26,6 +26,9 @@ func preparePull(fl *flag.FlagSet, args []string) (storeOp, error) {
 		return storeOp{}, err
 	}
 	ref := pos[0]
+	if err := ociartifact.CheckReference(ref); err != nil {
+		return storeOp{}, usagef("REF: %v", err)
+	}
 	run := func(st *store.Store, out opOutput) error {
 		repo, tag, err := ociartifact.Repository(ref, *rf.plainHTTP, *rf.dockerConfig)
 		if err != nil {
@@ -33,7 +36,7 @@ func preparePull(fl *flag.FlagSet, args []string) (storeOp, error) {
 		}
 		g, err := pull(context.Background(), st, out, ref, repo, tag)
 		if err != nil {
-			return fmt.Errorf("pull %s: %w", ref, err)
+			return fmt.Errorf("pull %s: %w", ref, registryError(err))
 		}
 		fmt.Fprintf(out.stdout, "key %s\n%s\n", g.KeyID, g.ID)
 		return nil

@@ -34,6 +34,9 @@ func preparePush(fl *flag.FlagSet, args []string) (storeOp, error) {
 	if strings.Contains(ref, "@") {
 		return storeOp{}, usagef("REF %q names a digest: push tags what it uploads, give REGISTRY/REPOSITORY:TAG", ref)
 	}
+	if err := ociartifact.CheckReference(ref); err != nil {
+		return storeOp{}, usagef("REF: %v", err)
+	}
 	run := func(st *store.Store, out opOutput) error {
 		cfg, err := pushConfig(st, gen)
 		if err != nil {
@@ -46,7 +49,7 @@ func preparePush(fl *flag.FlagSet, args []string) (storeOp, error) {
 		open := func(name string) (*os.File, error) { return st.OpenPayload(gen, name) }
 		res, err := ociartifact.Push(context.Background(), repo, tag, cfg, open, blockProgress(st, out.progress("upload")))
 		if err != nil {
-			return fmt.Errorf("push %s to %s: %w", gen, ref, err)
+			return fmt.Errorf("push %s to %s: %w", gen, ref, registryError(err))
 		}
 		for _, name := range res.Skipped {
 			fmt.Fprintf(out.stdout, "%s: the registry holds it already\n", name)

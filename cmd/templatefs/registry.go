@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 
@@ -57,4 +60,13 @@ func blockProgress(st *store.Store, p store.Progress) ociartifact.Progress {
 		}
 		return nil
 	}
+}
+
+// registryError is err of a transfer with REF, with what to do about a
+// registry that answered HTTPS in plain HTTP: give --plain-http.
+func registryError(err error) error {
+	if errors.Is(err, http.ErrSchemeMismatch) {
+		return fmt.Errorf("%w (the registry talks plain HTTP: give --plain-http if it is on loopback or a trusted network)", err)
+	}
+	return err
 }

@@ -127,6 +127,31 @@ func preparePublish(fl *flag.FlagSet, args []string) (storeOp, error) {
 	return storeOp{dir: pos[0], args: commandLine(fl, pos[0], captureDir), run: run}, nil
 }
 
+// fileKinds names the file types that are not regular files, most
+// specific first (a character device also has os.ModeDevice).
+var fileKinds = []struct {
+	mode os.FileMode
+	name string
+}{
+	{os.ModeDir, "a directory"},
+	{os.ModeSymlink, "a symlink"},
+	{os.ModeNamedPipe, "a named pipe"},
+	{os.ModeSocket, "a socket"},
+	{os.ModeCharDevice, "a character device"},
+	{os.ModeDevice, "a block device"},
+}
+
+// fileKind names the type of a file that is not a regular file, for a
+// message: "a directory", "a named pipe", "a character device".
+func fileKind(m os.FileMode) string {
+	for _, k := range fileKinds {
+		if m&k.mode != 0 {
+			return k.name
+		}
+	}
+	return fmt.Sprintf("of type %v", m.Type())
+}
+
 func readClass(path string) (*templatekey.Class, error) {
 	// A FIFO or device would block the read (in a daemon, its stop too):
 	// only a regular file is read, checked before the open and again on
@@ -134,15 +159,17 @@ func readClass(path string) (*templatekey.Class, error) {
 	if fi, err := os.Stat(path); err != nil {
 		return nil, err
 	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is a %v, not a regular file", path, fi.Mode().Type())
+		return nil, fmt.Errorf("%s is %s, not a regular file", path, fileKind(fi.Mode()))
 	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%v)", path, err)
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is %s, not a regular file", path, fileKind(fi.Mode()))
 	}
 	c, err := templatekey.DecodeClass(f)
 	if err != nil {

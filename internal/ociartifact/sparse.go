@@ -256,7 +256,7 @@ func writeNonZero(dst io.WriterAt, b []byte, off int64) error {
 // shortRead names an early end of the blob.
 func shortRead(err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return errors.New("the blob ends early")
+		return errors.New("the blob ends early (the connection was cut, or the registry holds it truncated)")
 	}
 	return err
 }

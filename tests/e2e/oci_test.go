@@ -473,3 +473,26 @@ func TestRegistryCredentials(t *testing.T) {
 	bgen := lastLine(harness.Run(t, "pull", "--plain-http", "--docker-config", login, ref, b.store))
 	cmpStores(t, a.store, gen, b.store, bgen, 16<<20)
 }
+
+// TestRegistryWithoutPlainHTTP: push and pull without --plain-http to a
+// registry that talks plain HTTP fail saying to give --plain-http, and
+// change neither store.
+func TestRegistryWithoutPlainHTTP(t *testing.T) {
+	reg := startRegistry(t)
+	a := newSession(t)
+	gen := a.publish(t)
+	ref := reg.addr + "/templates/plain:v1"
+	const hint = "the registry talks plain HTTP: give --plain-http"
+	if r := harness.RunStatus(t, "push", a.store, gen, ref); r.Code != 1 || r.Stdout != "" || !strings.Contains(r.Stderr, hint) {
+		t.Errorf("push without --plain-http: %v\nstdout: %s\nwant exit 1 and %q", r, r.Stdout, hint)
+	}
+	harness.Run(t, "push", "--plain-http", a.store, gen, ref)
+	b := newSession(t)
+	if r := harness.RunStatus(t, "pull", ref, b.store); r.Code != 1 || r.Stdout != "" || !strings.Contains(r.Stderr, hint) {
+		t.Errorf("pull without --plain-http: %v\nstdout: %s\nwant exit 1 and %q", r, r.Stdout, hint)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(b.store, "payload")); len(entries) != 0 {
+		t.Errorf("a refused pull published %v", entries)
+	}
+	harness.Run(t, "fsck", b.store)
+}
