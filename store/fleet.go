@@ -208,10 +208,15 @@ func fleetBucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
 // this host has a change of the same template queued, its generations
 // are left as they are too: the queued change is newer than anything
 // etcd has (it is written after every event the member has applied) and
-// will come back through the watch.
-func (s *Store) ApplyFleet(fleetID string, value []byte, rev int64) error {
-	if _, err := s.applyFleet(fleetID, value != nil, 0, unlessQueued); err != nil {
-		return err
+// will come back through the watch. With own (the change is this host's
+// own, echoed back) only the view and revision are committed: the store
+// applied the change before it queued it, and its generations may show a
+// later local change since.
+func (s *Store) ApplyFleet(fleetID string, value []byte, rev int64, own bool) error {
+	if !own {
+		if _, err := s.applyFleet(fleetID, value != nil, 0, unlessQueued); err != nil {
+			return err
+		}
 	}
 	return s.update(faultFleetViewCommit, func(tx *bolt.Tx) error {
 		vb, err := fleetViewBucket(tx)

@@ -71,7 +71,7 @@ func TestFleetQueueAndApply(t *testing.T) {
 		t.Fatalf("queue after a local tombstone = %+v, want one tombstone of %s by uid 1000", q, id)
 	}
 	// A fleet lift older than the queued tombstone leaves it in place.
-	if err := a.ApplyFleet(id, nil, 3); err != nil {
+	if err := a.ApplyFleet(id, nil, 3, false); err != nil {
 		t.Fatal(err)
 	}
 	if s := state(t, a, ga.ID); s != store.Tombstoned {
@@ -83,8 +83,27 @@ func TestFleetQueueAndApply(t *testing.T) {
 	if q := fleetState(t, a).Queue; len(q) != 0 {
 		t.Fatalf("queue after dequeue = %+v, want empty", q)
 	}
+	// This host lifts it and the lift reaches etcd; then the echo of its
+	// own tombstone arrives: it is recorded and leaves the lift in place.
+	if _, err := a.Lift(ga.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range fleetState(t, a).Queue { // the lift reached etcd
+		if err := a.FleetDequeue(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.ApplyFleet(id, []byte(`{"host":"a"}`), 4, true); err != nil {
+		t.Fatal(err)
+	}
+	if s := state(t, a, ga.ID); s != store.Published {
+		t.Fatalf("the echo of this host's own tombstone after its lift: state %s, want published", s)
+	}
+	if fs := fleetState(t, a); fs.Revision != 4 || string(fs.View[id]) != `{"host":"a"}` {
+		t.Fatalf("fleet state after an own echo = %+v, want revision 4 and the view entry", fs)
+	}
 
-	if err := b.ApplyFleet(id, []byte(`{"host":"a"}`), 5); err != nil {
+	if err := b.ApplyFleet(id, []byte(`{"host":"a"}`), 5, false); err != nil {
 		t.Fatal(err)
 	}
 	if s := state(t, b, gb.ID); s != store.Tombstoned {

@@ -37,8 +37,8 @@ func (f fleetStore) Saved() (fleet.Saved, error) {
 	return saved, err
 }
 
-func (f fleetStore) Apply(id string, value []byte, rev int64) error {
-	return f.st.ApplyFleet(id, value, rev)
+func (f fleetStore) Apply(id string, value []byte, rev int64, own bool) error {
+	return f.st.ApplyFleet(id, value, rev, own)
 }
 
 func (f fleetStore) Resync(rev int64, tombstones map[string][]byte) error {

@@ -37,8 +37,10 @@ type Store interface {
 	Saved() (Saved, error)
 	// Apply records the fleet's tombstone of fleetID at revision rev
 	// (value nil: lifted) and quarantines (or lifts) the store's
-	// generations of that template.
-	Apply(fleetID string, value []byte, rev int64) error
+	// generations of that template, unless own: the change is this host's
+	// own, come back through the watch, and the store applied it before it
+	// queued it (a later local change may have followed it since).
+	Apply(fleetID string, value []byte, rev int64, own bool) error
 	// Resync replaces the view with every tombstone the fleet has at
 	// revision rev, applying the differences.
 	Resync(rev int64, tombstones map[string][]byte) error

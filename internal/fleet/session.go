@@ -302,11 +302,15 @@ func (m *Member) applyEvent(ev *clientv3.Event) error {
 	if ev.Type == mvccpb.PUT && quarantines(ev.Kv.Value) {
 		value = ev.Kv.Value
 	}
-	if err := m.st.Apply(id, value, ev.Kv.ModRevision); err != nil {
-		return fmt.Errorf("apply fleet tombstone %s at revision %d: %w", id, ev.Kv.ModRevision, err)
-	}
 	var rec TombstoneRecord
 	json.Unmarshal(ev.Kv.Value, &rec)
+	// This host's own change, echoed: its generations already show it,
+	// and may show a later local change (a lift right after a tombstone)
+	// that re-applying the echo would undo until that change's own echo.
+	own := ev.Type == mvccpb.PUT && rec.Host == m.cfg.HostID
+	if err := m.st.Apply(id, value, ev.Kv.ModRevision, own); err != nil {
+		return fmt.Errorf("apply fleet tombstone %s at revision %d: %w", id, ev.Kv.ModRevision, err)
+	}
 	what := "lifted"
 	if value != nil {
 		what = "tombstoned"
