@@ -81,6 +81,9 @@ func runMount(fl *flag.FlagSet, args []string, stdout io.Writer) error {
 		}
 		d.OnStop("the fleet session", stop) // registered first: it stops last
 		lopts.StoreLines = fleetLines(m)
+		if err := registerFleetMetrics(cfg.metrics, m); err != nil {
+			return err
+		}
 	}
 	if d.lfs, err = leasefs.New(st, lopts); err != nil {
 		return err

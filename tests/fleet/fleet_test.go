@@ -97,6 +97,22 @@ func field(path, key string) string {
 // fleetState is the host's "fleet:" line of MNT/store.
 func (h *host) fleetState() string { return field(h.path("store"), "fleet") }
 
+// metric is the value of the unlabelled metric name in the host's
+// MNT/metrics, "" if it has none.
+func metric(t *testing.T, h *host, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(h.path("metrics"))
+	if err != nil {
+		t.Fatalf("%s: read metrics: %v", h.name, err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // state is the state line of generation i's status wherever it is listed.
 func (h *host) state(i int) string {
 	for _, dir := range []string{"generations", "tombstones", "retiring"} {
@@ -139,6 +155,9 @@ func connected(t *testing.T, hosts ...*host) {
 	t.Helper()
 	for _, h := range hosts {
 		waitFor(t, h.name+" connected", func() bool { return h.fleetState() == "connected" }, h)
+		if m := metric(t, h, "templatefs_fleet_connected"); m != "1" {
+			t.Errorf("%s: templatefs_fleet_connected = %q once connected, want 1", h.name, m)
+		}
 	}
 }
 
@@ -298,9 +317,15 @@ func TestFleetOutage(t *testing.T) {
 
 	etcd.Stop()
 	waitFor(t, "a disconnected", func() bool { return a.fleetState() == "disconnected" }, a)
+	if m := metric(t, a, "templatefs_fleet_connected"); m != "0" {
+		t.Errorf("a's templatefs_fleet_connected while disconnected = %q, want 0", m)
+	}
 	harness.MustTool(t, "mv", a.path("generations", a.gens[0]), a.path("tombstones")+"/")
 	if q := field(a.path("store"), "fleet_queued"); q != "1" {
 		t.Errorf("a's fleet_queued during the outage = %q, want 1", q)
+	}
+	if m := metric(t, a, "templatefs_fleet_queued"); m != "1" {
+		t.Errorf("a's templatefs_fleet_queued during the outage = %q, want 1", m)
 	}
 
 	b.mount(t, etcd)
