@@ -31,9 +31,8 @@ import (
 // the publish-* points too), autobind-committed (a bind at a payload
 // open, BindLaunched), cancel-committed (CancelLease),
 // pull-midway-<artifact> (a pull's download of the artifact, after
-// MidwayBytes of its data are written), pull-saved-<artifact> (the
-// artifact verified and renamed into the pull's staging directory),
-// migrate-committed (after each commit of a schema migration, migrate.go).
+// MidwayBytes of its data are written; tests/e2e TestPullResume kills a
+// real pull there, since it needs a registry), migrate-committed (after each commit of a schema migration, migrate.go).
 const FailpointEnv = "TEMPLATEFS_FAILPOINT"
 
 // TEMPLATEFS_FAILPOINT=<name>:ENOSPC or <name>:EIO arms an error point

@@ -159,8 +159,7 @@ func (p *PullStage) Create(artifact string) (*PullFile, error) {
 }
 
 // Save makes a verified download final: it fsyncs and closes f, renames
-// it to capture/<artifact> and fsyncs the directories. Kill point
-// pull-saved-<artifact> follows.
+// it to capture/<artifact> and fsyncs the directories.
 func (p *PullStage) Save(f *PullFile) error {
 	err := syncNow(f.f.Sync())
 	if cerr := f.f.Close(); err == nil {
@@ -177,7 +176,6 @@ func (p *PullStage) Save(f *PullFile) error {
 	if err != nil {
 		return p.s.readOnlyAfterSync(err)
 	}
-	failpoint("pull-saved-" + f.name)
 	return nil
 }
 
