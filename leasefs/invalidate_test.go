@@ -136,7 +136,7 @@ func (fx *fixture) namesNode(files map[string]bool, tree map[string]cached, n No
 func TestCachePolicy(t *testing.T) {
 	never := map[Kind]bool{KindStoreFile: true, KindStatusFile: true, KindKeyGenerationsFile: true, KindIndexFile: true,
 		KindIncomingDir: true, KindIncomingEntryDir: true, KindIncomingFile: true, KindIncomingCtlFile: true,
-		KindIncomingStatusFile: true, KindEventsFile: true}
+		KindIncomingStatusFile: true, KindEventsFile: true, KindMetricsFile: true}
 	notified := map[Kind]bool{KindGenerationDir: true, KindLeaseFile: true, KindKeyDir: true, KindKeyLeasesDir: true}
 	for _, k := range Kinds() {
 		n := Node{kind: k}
