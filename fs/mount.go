@@ -125,6 +125,12 @@ func Mount(mountpoint string, lfs *leasefs.FS, opts MountOptions) (*fuse.Server,
 			MaxWrite:    maxIO,
 
 			DisabledCapabilities: disabled,
+			// The kernel decides per listing whether to ask for
+			// READDIRPLUS: for the first chunk, and then only while its
+			// caller stats the entries (ls -l), so a listing without stats
+			// (ls -f, find -name, a backup's walk) makes the daemon keep
+			// no inode per lease (issue 10: RssAnon at 1M leases).
+			ExtraCapabilities: fuse.CAP_READDIRPLUS_AUTO,
 		},
 		RootStableAttr:  &fusefs.StableAttr{Ino: leasefs.InoRoot},
 		NegativeTimeout: &negativeTimeout, // where names are fixed only: see node.Lookup
