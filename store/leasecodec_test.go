@@ -11,7 +11,9 @@ import (
 
 // codecLeases are leases of every state and shape a row holds: hex and
 // non-hex IDs, a process with and without a hex boot ID, every optional
-// time and text.
+// time and text. Their fixed times never meet the real clock: they only go
+// through encodeLease and decodeLease, which compare no time; no store is
+// opened with them and no lease is bound or checked for eligibility.
 func codecLeases() []Lease {
 	at := time.Date(2026, 12, 2, 5, 51, 32, 267123456, time.UTC)
 	key := strings.Repeat("ab", 32)
